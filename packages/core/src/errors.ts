@@ -1,0 +1,77 @@
+/**
+ * Every error Cairn throws on purpose carries one of these codes.
+ * The union is closed: code that branches on it can be exhaustive.
+ */
+export type CairnErrorCode =
+  | 'NOT_FOUND'
+  | 'CONFLICT'
+  | 'INVALID_ARGUMENT'
+  | 'INVALID_UPDATE'
+  | 'EMBEDDING_MISMATCH'
+  | 'EMBEDDER_FAILED'
+  | 'PROVIDER_FAILED'
+  | 'SCHEMA_TOO_NEW'
+  | 'CLOSED'
+  | 'TIMEOUT'
+  | 'ABORTED';
+
+const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([
+  'NOT_FOUND',
+  'CONFLICT',
+  'INVALID_ARGUMENT',
+  'INVALID_UPDATE',
+  'EMBEDDING_MISMATCH',
+  'EMBEDDER_FAILED',
+  'PROVIDER_FAILED',
+  'SCHEMA_TOO_NEW',
+  'CLOSED',
+  'TIMEOUT',
+  'ABORTED',
+]);
+
+/**
+ * The one error class of Cairn. `code` says what kind of failure it is, `details`
+ * carries the values involved (ids, versions, widths) for programs to read.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await store.moveHead(branch.id, expected, next);
+ * } catch (e) {
+ *   if (isCairnError(e, 'CONFLICT')) retry();
+ *   else throw e;
+ * }
+ * ```
+ */
+export class CairnError extends Error {
+  override readonly name = 'CairnError';
+  readonly code: CairnErrorCode;
+  readonly details: Readonly<Record<string, unknown>>;
+
+  constructor(
+    code: CairnErrorCode,
+    message: string,
+    options: { cause?: unknown; details?: Record<string, unknown> } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.details = Object.freeze({ ...options.details });
+  }
+}
+
+/**
+ * True when `e` is a Cairn error (optionally with the given code). It checks the
+ * `name` and `code` rather than `instanceof`, so errors thrown by another copy of
+ * `@cairn/core` in the same app are recognised too.
+ *
+ * @example
+ * ```ts
+ * if (isCairnError(err, 'NOT_FOUND')) return null;
+ * ```
+ */
+export function isCairnError(e: unknown, code?: CairnErrorCode): e is CairnError {
+  if (typeof e !== 'object' || e === null) return false;
+  const { name, code: actual } = e as { name?: unknown; code?: unknown };
+  if (name !== 'CairnError' || typeof actual !== 'string' || !CODES.has(actual)) return false;
+  return code === undefined || actual === code;
+}

@@ -1,0 +1,80 @@
+import { CairnError, type CairnErrorCode } from './errors.js';
+
+export type JsonPrimitive = string | number | boolean | null;
+/** A value that survives `JSON.stringify` / `JSON.parse` unchanged. */
+export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
+export type JsonObject = { [key: string]: JsonValue };
+
+/**
+ * Finds the first place where `value` is not plain JSON and describes it, or returns
+ * null when it is JSON. Rejects `undefined` (anywhere but as an absent object key is
+ * still rejected when present), functions, symbols, BigInt, NaN and ±Infinity, cycles,
+ * and objects whose prototype is not `Object.prototype` or `null` (class instances,
+ * Dates, Maps).
+ */
+export function findNonJson(value: unknown, path = '$'): { path: string; reason: string } | null {
+  const seen = new Set<object>();
+  const visit = (v: unknown, p: string): { path: string; reason: string } | null => {
+    switch (typeof v) {
+      case 'string':
+      case 'boolean':
+        return null;
+      case 'number':
+        return Number.isFinite(v) ? null : { path: p, reason: `${v} is not a JSON number` };
+      case 'undefined':
+        return { path: p, reason: 'undefined is not JSON' };
+      case 'bigint':
+        return { path: p, reason: 'BigInt is not JSON' };
+      case 'function':
+        return { path: p, reason: 'a function is not JSON' };
+      case 'symbol':
+        return { path: p, reason: 'a symbol is not JSON' };
+    }
+    if (v === null) return null;
+    const obj = v as object;
+    if (seen.has(obj)) return { path: p, reason: 'a cycle is not JSON' };
+    seen.add(obj);
+    try {
+      if (Array.isArray(obj)) {
+        for (let i = 0; i < obj.length; i++) {
+          const bad = visit(obj[i], `${p}[${i}]`);
+          if (bad) return bad;
+        }
+        return null;
+      }
+      const proto = Object.getPrototypeOf(obj);
+      if (proto !== Object.prototype && proto !== null) {
+        const name = (obj as { constructor?: { name?: string } }).constructor?.name ?? 'object';
+        return { path: p, reason: `an instance of ${name} is not plain JSON` };
+      }
+      for (const key of Object.keys(obj)) {
+        const bad = visit((obj as Record<string, unknown>)[key], `${p}.${key}`);
+        if (bad) return bad;
+      }
+      return null;
+    } finally {
+      seen.delete(obj);
+    }
+  };
+  return visit(value, path);
+}
+
+/**
+ * Throws a CairnError (`INVALID_ARGUMENT` unless another code is given) when `value`
+ * is not plain JSON, naming the path and the reason.
+ *
+ * @example
+ * ```ts
+ * assertJson({ a: [1, undefined] }, 'data'); // throws: data.a[1]: undefined is not JSON
+ * ```
+ */
+export function assertJson(
+  value: unknown,
+  label: string,
+  code: CairnErrorCode = 'INVALID_ARGUMENT',
+): asserts value is JsonValue {
+  const bad = findNonJson(value, label);
+  if (bad) {
+    throw new CairnError(code, `${bad.path}: ${bad.reason}`, { details: { path: bad.path } });
+  }
+}

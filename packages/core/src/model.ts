@@ -1,0 +1,178 @@
+import type { JsonObject, JsonValue } from './json.js';
+
+/** Milliseconds since the Unix epoch. Every timestamp in Cairn is one of these. */
+export type Timestamp = number;
+
+/** The longest name (branch, checkpoint, lease key, ...) a store accepts, in characters. */
+export const MAX_NAME_LENGTH = 200;
+
+/** A conversation. Deleting it deletes everything under it. */
+export interface Thread {
+  id: string;
+  /** The user or tenant that owns the thread. */
+  resourceId: string | null;
+  title: string | null;
+  metadata: JsonObject;
+  createdAt: Timestamp;
+  updatedAt: Timestamp;
+}
+
+/**
+ * An immutable node of a thread's message graph. `depth` is the parent's depth + 1
+ * (a root has depth 0): it orders a chain without sorting on time.
+ */
+export interface Message {
+  id: string;
+  threadId: string;
+  parentId: string | null;
+  role: string;
+  type: string | null;
+  data: JsonValue;
+  createdAt: Timestamp;
+  depth: number;
+}
+
+/** A named pointer to a head message. Names are unique per thread; one branch is active. */
+export interface Branch {
+  id: string;
+  threadId: string;
+  name: string;
+  headMessageId: string | null;
+  isActive: boolean;
+  createdAt: Timestamp;
+  /** Where the branch started: its head when it was created. */
+  forkMessageId: string | null;
+  /** The branch it was made from, if any. */
+  parentBranchId: string | null;
+  /** Creation order within the store; breaks ties between equal `createdAt`. */
+  seq: number;
+}
+
+/** A named bookmark on a message. Saving an existing name moves it. */
+export interface Checkpoint {
+  id: string;
+  threadId: string;
+  name: string;
+  messageId: string;
+  createdAt: Timestamp;
+}
+
+/**
+ * One change to a branch's state. Versions run 1, 2, 3, ... per branch with no gap.
+ * `snapshot`, when present, is the whole state after this commit, so reading need not
+ * replay commits before it.
+ */
+export interface StateCommit {
+  branchId: string;
+  threadId: string;
+  version: number;
+  /** The branch's head message when the commit was made. */
+  messageId: string | null;
+  /** The depth of `messageId` (null when there is no head yet). */
+  messageDepth: number | null;
+  update: JsonObject;
+  snapshot: JsonObject | null;
+  createdAt: Timestamp;
+}
+
+export type TurnStatus = 'running' | 'finished' | 'failed';
+
+/** The timing of one named step of a turn. */
+export interface TurnStep {
+  name: string;
+  start: Timestamp;
+  end: Timestamp | null;
+  error: string | null;
+}
+
+/** The short-lived state of one message being processed. */
+export interface Turn {
+  id: string;
+  threadId: string;
+  messageId: string | null;
+  source: string | null;
+  userId: string | null;
+  status: TurnStatus;
+  state: JsonObject;
+  steps: TurnStep[];
+  startedAt: Timestamp;
+  finishedAt: Timestamp | null;
+}
+
+/**
+ * A time-limited claim on a key (one research run per thread, say). A lease is live
+ * while `releasedAt` is null and `expiresAt` is in the future.
+ */
+export interface Lease {
+  key: string;
+  owner: string;
+  acquiredAt: Timestamp;
+  renewedAt: Timestamp;
+  expiresAt: Timestamp;
+  releasedAt: Timestamp | null;
+  data: JsonObject;
+}
+
+export type MemoryType = 'document' | 'fragment' | 'message' | 'description' | 'custom';
+export const MEMORY_TYPES: readonly MemoryType[] = [
+  'document',
+  'fragment',
+  'message',
+  'description',
+  'custom',
+];
+
+/**
+ * Who may see a memory: `private` — only the agent that created it; `room` — viewers in
+ * its room; `shared` — viewers in its world.
+ */
+export type MemoryScope = 'private' | 'room' | 'shared';
+export const MEMORY_SCOPES: readonly MemoryScope[] = ['private', 'room', 'shared'];
+
+export interface MemoryContent {
+  text: string;
+  [key: string]: JsonValue;
+}
+
+/** A long-term record an agent can recall. */
+export interface Memory {
+  id: string;
+  type: MemoryType;
+  agentId: string;
+  entityId: string | null;
+  roomId: string | null;
+  worldId: string | null;
+  scope: MemoryScope;
+  content: MemoryContent;
+  metadata: JsonObject;
+  contentHash: string;
+  embedding: number[] | null;
+  createdAt: Timestamp;
+}
+
+/** The one looking at memories: an agent, in a room, in a world. */
+export interface Viewer {
+  agentId: string;
+  roomId?: string | null;
+  worldId?: string | null;
+}
+
+/**
+ * The scope rule, as one pure function: every store enforces the same rule inside its
+ * query, and tests compare against this.
+ *
+ * @example
+ * ```ts
+ * canSee({ agentId: 'a', roomId: 'r1' }, memory);
+ * ```
+ */
+export function canSee(viewer: Viewer, memory: Pick<Memory, 'scope' | 'agentId' | 'roomId' | 'worldId'>): boolean {
+  switch (memory.scope) {
+    case 'private':
+      return memory.agentId === viewer.agentId;
+    case 'room':
+      return memory.roomId !== null && memory.roomId === (viewer.roomId ?? null);
+    case 'shared':
+      return memory.worldId !== null && memory.worldId === (viewer.worldId ?? null);
+  }
+}

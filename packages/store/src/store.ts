@@ -1,0 +1,338 @@
+import type {
+  Branch,
+  Checkpoint,
+  JsonObject,
+  JsonValue,
+  Lease,
+  Memory,
+  MemoryContent,
+  MemoryScope,
+  MemoryType,
+  Message,
+  StateCommit,
+  Thread,
+  Timestamp,
+  Turn,
+  Viewer,
+} from '@cairn/core';
+
+/**
+ * What a store can do. The conformance suite and the engine branch on these, never
+ * on a store's name.
+ */
+export interface StoreCapabilities {
+  /** `exact`: brute-force cosine, results equal a reference scan. `approximate`: an ANN index. */
+  vectorSearch: 'exact' | 'approximate';
+  /** `process`: `subscribe` hears changes made through this store instance's process.
+   * `cluster`: it also hears changes made by other processes and machines. */
+  notifications: 'process' | 'cluster';
+  /** Several processes may open the same database at once without losing writes. */
+  multiProcess: boolean;
+  /** The data outlives the process (false for the in-memory store). */
+  durable: boolean;
+}
+
+// ---------------------------------------------------------------- inputs
+
+export interface NewThread {
+  /** Generated (UUIDv7) when omitted. */
+  id?: string;
+  resourceId?: string | null;
+  title?: string | null;
+  metadata?: JsonObject;
+}
+
+export interface ThreadPatch {
+  title?: string | null;
+  metadata?: JsonObject;
+}
+
+export interface ListThreadsOptions {
+  resourceId?: string;
+  /** At most this many (default 50, at most 1000). */
+  limit?: number;
+  /** The `nextCursor` of the previous page. */
+  cursor?: string | null;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** Pass as `cursor` for the next page; null on the last page. */
+  nextCursor: string | null;
+}
+
+export interface NewMessage {
+  /** Generated when omitted. Must not be used by any stored message, in any thread. */
+  id?: string;
+  threadId: string;
+  /** null for a root. The parent must be stored already or come earlier in the batch. */
+  parentId: string | null;
+  role: string;
+  type?: string | null;
+  data: JsonValue;
+  createdAt?: Timestamp;
+}
+
+export interface ChainOptions {
+  /** Return at most this many messages: the ones nearest the head. */
+  limit?: number;
+  /** Only messages with `depth < beforeDepth` (the next page toward the root). */
+  beforeDepth?: number;
+}
+
+export interface NewBranch {
+  id?: string;
+  threadId: string;
+  name: string;
+  headMessageId: string | null;
+  parentBranchId?: string | null;
+  /** Make it the thread's active branch. A thread's first branch is always active. */
+  activate?: boolean;
+}
+
+export interface NewCheckpoint {
+  threadId: string;
+  name: string;
+  messageId: string;
+}
+
+export interface NewStateCommit {
+  branchId: string;
+  /** The branch head the state was computed against. */
+  messageId: string | null;
+  update: JsonObject;
+  /** The whole state after the update, when the writer chooses to store one. */
+  snapshot?: JsonObject | null;
+}
+
+export interface StateCommitRange {
+  /** Inclusive; default 1. */
+  fromVersion?: number;
+  /** Inclusive; default the latest. */
+  toVersion?: number;
+}
+
+export interface LatestCommitQuery {
+  /** Only commits with a snapshot. */
+  withSnapshot?: boolean;
+  /** Only commits with `version <= maxVersion`. */
+  maxVersion?: number;
+  /** Only commits whose `messageDepth <= maxMessageDepth` (a null depth counts as -1). */
+  maxMessageDepth?: number;
+}
+
+export interface AcquireLeaseInput {
+  key: string;
+  owner: string;
+  ttlMs: number;
+  data?: JsonObject;
+}
+
+export interface AcquiredLease {
+  lease: Lease;
+  /** The expired lease of another owner that this acquisition took over, if any. */
+  tookOver: Lease | null;
+}
+
+export interface NewMemory {
+  id?: string;
+  type?: MemoryType;
+  agentId: string;
+  entityId?: string | null;
+  roomId?: string | null;
+  worldId?: string | null;
+  scope?: MemoryScope;
+  content: MemoryContent;
+  metadata?: JsonObject;
+  /** Computed from `content.text` (SHA-256, hex) when omitted. */
+  contentHash?: string;
+  embedding?: number[] | null;
+  createdAt?: Timestamp;
+}
+
+export interface MemoryPatch {
+  content?: MemoryContent;
+  contentHash?: string;
+  metadata?: JsonObject;
+  embedding?: number[] | null;
+}
+
+/** Every given condition must hold. `viewer` applies the scope rule (`canSee`). */
+export interface MemoryFilter {
+  viewer?: Viewer;
+  agentId?: string;
+  types?: MemoryType[];
+  scopes?: MemoryScope[];
+  entityId?: string;
+  roomId?: string;
+  worldId?: string;
+  contentHashes?: string[];
+  ids?: string[];
+  createdAfter?: Timestamp;
+  createdBefore?: Timestamp;
+}
+
+export interface ListMemoriesOptions {
+  /** Default 100, at most 10000. */
+  limit?: number;
+  /** Newest first by default. */
+  order?: 'newest' | 'oldest';
+}
+
+export interface MemorySearch {
+  /** Cosine similarity search. Exactly one of `vector` and `text`. */
+  vector?: number[];
+  /** Keyword search: memories containing any of the words, best BM25 (or equivalent) first. */
+  text?: string;
+  filter?: MemoryFilter;
+  /** Default 10, at most 1000. */
+  limit?: number;
+  /** Vector search only: drop hits whose cosine similarity is below this. */
+  threshold?: number;
+}
+
+export interface MemoryHit {
+  memory: Memory;
+  /** Vector: cosine similarity in [-1, 1]. Text: the store's relevance, higher is better. */
+  score: number;
+}
+
+/** The embedder a store's vectors belong to. Fixed by the first vector written. */
+export interface EmbeddingSpace {
+  embedderId: string | null;
+  dimensions: number;
+}
+
+export interface StoreChange {
+  threadId: string;
+  kind: 'thread' | 'messages' | 'branch' | 'checkpoint' | 'state';
+  /** The branch that changed, for `branch` and `state`. */
+  branchId?: string;
+}
+
+export type StoreListener = (change: StoreChange) => void;
+
+/**
+ * The operations every Cairn store provides, all async. Bad input is rejected with a
+ * `CairnError` before anything is written; a failed call changes nothing.
+ *
+ * Error codes: a missing thread, message, branch, checkpoint or memory that a call
+ * needs is `NOT_FOUND`; an id or name already taken, or a compare-and-set that lost, is
+ * `CONFLICT`; malformed input (empty or over-long names, self-parenting, a parent in
+ * another thread, non-JSON data, bad limits) is `INVALID_ARGUMENT`; a vector of the
+ * wrong width is `EMBEDDING_MISMATCH`; any call after `close()` is `CLOSED`.
+ *
+ * @example
+ * ```ts
+ * const store = createMemoryStore();
+ * const thread = await store.createThread({ resourceId: 'user-1' });
+ * const [m] = await store.addMessages([{ threadId: thread.id, parentId: null, role: 'user', data: 'hi' }]);
+ * const main = await store.createBranch({ threadId: thread.id, name: 'main', headMessageId: m!.id });
+ * ```
+ */
+export interface Store {
+  readonly capabilities: StoreCapabilities;
+
+  // threads
+  createThread(input: NewThread): Promise<Thread>;
+  getThread(id: string): Promise<Thread | null>;
+  updateThread(id: string, patch: ThreadPatch): Promise<Thread>;
+  /** Newest first. */
+  listThreads(options?: ListThreadsOptions): Promise<Page<Thread>>;
+  /** Deletes the thread and everything under it. False when there was no such thread. */
+  deleteThread(id: string): Promise<boolean>;
+
+  // messages
+  /** Stores a batch atomically: all of it or, on any error, none. Returns them with depths. */
+  addMessages(messages: NewMessage[]): Promise<Message[]>;
+  getMessage(id: string): Promise<Message | null>;
+  /** The chain from the root to `headId`, root first; with `limit`, the part nearest the head. */
+  getChain(headId: string, options?: ChainOptions): Promise<Message[]>;
+
+  // branches
+  createBranch(input: NewBranch): Promise<Branch>;
+  getBranch(threadId: string, name: string): Promise<Branch | null>;
+  getBranchById(id: string): Promise<Branch | null>;
+  /** In creation order. */
+  listBranches(threadId: string): Promise<Branch[]>;
+  getActiveBranch(threadId: string): Promise<Branch | null>;
+  /** Makes this branch the only active one of its thread. */
+  setActiveBranch(branchId: string): Promise<Branch>;
+  /** Moves the head if it is still `expectedHeadId`; otherwise `CONFLICT`. */
+  moveHead(branchId: string, expectedHeadId: string | null, newHeadId: string): Promise<Branch>;
+
+  // checkpoints
+  /** Creates the checkpoint, or moves the one of that name. */
+  saveCheckpoint(input: NewCheckpoint): Promise<Checkpoint>;
+  getCheckpoint(threadId: string, name: string): Promise<Checkpoint | null>;
+  /** In creation order. */
+  listCheckpoints(threadId: string): Promise<Checkpoint[]>;
+  deleteCheckpoint(threadId: string, name: string): Promise<boolean>;
+
+  // state
+  /**
+   * Appends version `expectedVersion + 1` if the branch's latest version is
+   * `expectedVersion` (0 when it has none); otherwise `CONFLICT`.
+   */
+  appendStateCommit(commit: NewStateCommit, expectedVersion: number): Promise<StateCommit>;
+  /** Ascending by version. */
+  getStateCommits(branchId: string, range?: StateCommitRange): Promise<StateCommit[]>;
+  /** The newest commit matching the query, or null. */
+  getLatestStateCommit(branchId: string, query?: LatestCommitQuery): Promise<StateCommit | null>;
+
+  // turns
+  putTurn(turn: Turn): Promise<Turn>;
+  getTurn(id: string): Promise<Turn | null>;
+  /** Newest first. */
+  listTurns(threadId: string, options?: { limit?: number }): Promise<Turn[]>;
+  deleteTurn(id: string): Promise<boolean>;
+  /** Deletes turns that are not running and started before `before`. Returns how many. */
+  purgeTurns(options: { before: Timestamp; threadId?: string }): Promise<number>;
+
+  // leases
+  /**
+   * Takes the lease if it is free, released, expired (then `tookOver` holds the old one)
+   * or already held by `owner` (then it is renewed). `CONFLICT` while another owner's
+   * lease is live.
+   */
+  acquireLease(input: AcquireLeaseInput): Promise<AcquiredLease>;
+  /** Extends a live lease held by `owner`; `CONFLICT` if it expired, was released or taken. */
+  renewLease(key: string, owner: string, ttlMs: number, data?: JsonObject): Promise<Lease>;
+  /** Releases a lease held by `owner` (merging `data`); `CONFLICT` if another owner holds it. */
+  releaseLease(key: string, owner: string, data?: JsonObject): Promise<Lease>;
+  getLease(key: string): Promise<Lease | null>;
+
+  // memories
+  /** Stores a batch atomically. Vectors must match the store's embedding width. */
+  addMemories(memories: NewMemory[]): Promise<Memory[]>;
+  getMemory(id: string): Promise<Memory | null>;
+  updateMemory(id: string, patch: MemoryPatch): Promise<Memory>;
+  deleteMemories(ids: string[]): Promise<number>;
+  listMemories(filter?: MemoryFilter, options?: ListMemoriesOptions): Promise<Memory[]>;
+  countMemories(filter?: MemoryFilter): Promise<number>;
+  /** Exactly one of `vector` or `text`; the filter is applied inside the search, never after. */
+  searchMemories(search: MemorySearch): Promise<MemoryHit[]>;
+  /**
+   * Fixes the store's embedding space on first use and returns it; `EMBEDDING_MISMATCH`
+   * (naming both) when a different embedder id or width is already recorded. A space
+   * recorded by a bare vector write (embedderId null) adopts the first id offered.
+   */
+  ensureEmbeddingSpace(space: { embedderId: string; dimensions: number }): Promise<EmbeddingSpace>;
+  getEmbeddingSpace(): Promise<EmbeddingSpace | null>;
+  /** Cached embeddings by content hash, for one embedder. */
+  getCachedEmbeddings(embedderId: string, contentHashes: string[]): Promise<Map<string, number[]>>;
+  putCachedEmbeddings(embedderId: string, entries: Array<{ contentHash: string; embedding: number[] }>): Promise<void>;
+
+  // lifecycle
+  /**
+   * Runs `fn` with a store whose calls commit together or not at all. Other calls on
+   * this store wait until it ends. Nested calls join the outer transaction.
+   */
+  transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T>;
+  /** Listens for changes to one thread; returns the function that stops listening. */
+  subscribe(threadId: string, listener: StoreListener): () => void;
+  /** Brings the schema up to date (also run when the store opens). Idempotent. */
+  migrate(): Promise<void>;
+  /** Releases what the store opened itself. Calls afterwards fail with `CLOSED`. */
+  close(): Promise<void>;
+}
