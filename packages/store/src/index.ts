@@ -1,1 +1,5 @@
 export * from './store.js';
+export * from './validate.js';
+export { cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
+export { ChangeEmitter } from './emitter.js';
+export { AsyncLock } from './lock.js';

@@ -1,0 +1,41 @@
+import { canSee, type Memory } from '@cairn/core';
+import type { MemoryFilter } from './store.js';
+
+/** Cosine similarity of two vectors of equal length; 0 when either is all zeros. */
+export function cosineSimilarity(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb);
+}
+
+/** The reference filter: true when `memory` meets every condition of `filter`. */
+export function matchesMemoryFilter(memory: Memory, filter: MemoryFilter = {}): boolean {
+  if (filter.viewer && !canSee(filter.viewer, memory)) return false;
+  if (filter.agentId !== undefined && memory.agentId !== filter.agentId) return false;
+  if (filter.types && !filter.types.includes(memory.type)) return false;
+  if (filter.scopes && !filter.scopes.includes(memory.scope)) return false;
+  if (filter.entityId !== undefined && memory.entityId !== filter.entityId) return false;
+  if (filter.roomId !== undefined && memory.roomId !== filter.roomId) return false;
+  if (filter.worldId !== undefined && memory.worldId !== filter.worldId) return false;
+  if (filter.contentHashes && !filter.contentHashes.includes(memory.contentHash)) return false;
+  if (filter.ids && !filter.ids.includes(memory.id)) return false;
+  if (filter.createdAfter !== undefined && !(memory.createdAt > filter.createdAfter)) return false;
+  if (filter.createdBefore !== undefined && !(memory.createdAt < filter.createdBefore)) return false;
+  return true;
+}
+
+/**
+ * The words of a text for keyword search: lower-cased runs of letters and digits.
+ * Adapters use it to build their full-text queries from user input safely.
+ */
+export function keywordTokens(text: string): string[] {
+  return text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+}

@@ -1,0 +1,525 @@
+/**
+ * Input checks shared by every store, so that bad input is rejected the same way,
+ * with the same codes and messages, before anything is written.
+ */
+import { createHash } from 'node:crypto';
+import {
+  assertJson,
+  type Branch,
+  CairnError,
+  type Checkpoint,
+  type JsonObject,
+  type JsonValue,
+  type Lease,
+  MAX_NAME_LENGTH,
+  MEMORY_SCOPES,
+  MEMORY_TYPES,
+  type Memory,
+  type Message,
+  newId,
+  type Thread,
+  type Turn,
+} from '@cairn/core';
+import type {
+  AcquireLeaseInput,
+  EmbeddingSpace,
+  MemoryFilter,
+  MemoryPatch,
+  MemorySearch,
+  NewBranch,
+  NewCheckpoint,
+  NewMemory,
+  NewMessage,
+  NewStateCommit,
+  NewThread,
+  ThreadPatch,
+} from './store.js';
+
+const invalid = (message: string, details?: Record<string, unknown>) =>
+  new CairnError('INVALID_ARGUMENT', message, details ? { details } : {});
+
+function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === 'bigint') return `${value}n`;
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+/** A non-empty string of at most 200 characters. */
+export function checkId(value: unknown, label: string): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_NAME_LENGTH) {
+    throw invalid(`${label} must be a non-empty string of at most ${MAX_NAME_LENGTH} characters, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** A name (branch, checkpoint, lease key, owner): non-blank, at most 200 characters. */
+export function checkName(value: unknown, label: string): string {
+  if (typeof value !== 'string' || value.trim().length === 0 || value.length > MAX_NAME_LENGTH) {
+    throw invalid(
+      `${label} must be a non-blank string of at most ${MAX_NAME_LENGTH} characters, got ${
+        typeof value === 'string' ? `${value.length} characters` : show(value)
+      }`,
+    );
+  }
+  return value;
+}
+
+function checkOptionalString(value: unknown, label: string): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string') throw invalid(`${label} must be a string or null, got ${show(value)}`);
+  return value;
+}
+
+function checkObject(value: unknown, label: string): JsonObject {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalid(`${label} must be a plain object, got ${show(value)}`);
+  }
+  assertJson(value, label);
+  return value as JsonObject;
+}
+
+/** An integer in [1, max]; `fallback` when undefined. */
+export function checkLimit(value: unknown, label: string, fallback: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+    throw invalid(`${label} must be an integer from 1 to ${max}, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** A finite number (a timestamp, say), or `fallback` when undefined. */
+export function checkTimestamp(value: unknown, label: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw invalid(`${label} must be a finite number (milliseconds since the epoch), got ${show(value)}`);
+  }
+  return value;
+}
+
+export function checkNewThread(input: NewThread, now: number): Thread {
+  if (typeof input !== 'object' || input === null) throw invalid('thread input must be an object');
+  return {
+    id: input.id === undefined ? newId() : checkId(input.id, 'thread id'),
+    resourceId: checkOptionalString(input.resourceId, 'resourceId'),
+    title: checkOptionalString(input.title, 'title'),
+    metadata: input.metadata === undefined ? {} : checkObject(input.metadata, 'metadata'),
+    createdAt: now,
+    updatedAt: now,
+  };
+}
+
+export function checkThreadPatch(patch: ThreadPatch): ThreadPatch {
+  if (typeof patch !== 'object' || patch === null) throw invalid('thread patch must be an object');
+  const out: ThreadPatch = {};
+  if (patch.title !== undefined) out.title = checkOptionalString(patch.title, 'title');
+  if (patch.metadata !== undefined) out.metadata = checkObject(patch.metadata, 'metadata');
+  return out;
+}
+
+/** A message as checked without the database: everything but `depth`. */
+export type MessageDraft = Omit<Message, 'depth'>;
+
+/**
+ * Checks a batch on its own: shapes, JSON data, self-parenting, an id used twice in the
+ * batch. Fills in ids, `type` and `createdAt`.
+ */
+export function normalizeNewMessages(batch: NewMessage[], now: number): MessageDraft[] {
+  if (!Array.isArray(batch)) throw invalid('addMessages expects an array of messages');
+  const seen = new Set<string>();
+  return batch.map((m, i) => {
+    const at = `messages[${i}]`;
+    if (typeof m !== 'object' || m === null) throw invalid(`${at} must be an object`);
+    const id = m.id === undefined ? newId() : checkId(m.id, `${at}.id`);
+    if (seen.has(id)) {
+      throw new CairnError('CONFLICT', `${at}.id ${show(id)} appears twice in the batch`, { details: { id } });
+    }
+    seen.add(id);
+    const parentId = m.parentId === null ? null : checkId(m.parentId, `${at}.parentId`);
+    if (parentId === id) throw invalid(`${at}: message ${show(id)} cannot be its own parent`, { id });
+    if (m.data === undefined) throw invalid(`${at}.data is required (any JSON value)`);
+    assertJson(m.data, `${at}.data`);
+    return {
+      id,
+      threadId: checkId(m.threadId, `${at}.threadId`),
+      parentId,
+      role: checkName(m.role, `${at}.role`),
+      type: checkOptionalString(m.type, `${at}.type`),
+      data: m.data as JsonValue,
+      createdAt: checkTimestamp(m.createdAt, `${at}.createdAt`, now),
+    };
+  });
+}
+
+/** The ids an adapter must look up before calling `planMessageBatch`. */
+export function messageBatchLookups(drafts: MessageDraft[]): { threadIds: string[]; messageIds: string[] } {
+  const threadIds = new Set<string>();
+  const messageIds = new Set<string>();
+  for (const d of drafts) {
+    threadIds.add(d.threadId);
+    messageIds.add(d.id);
+    if (d.parentId !== null) messageIds.add(d.parentId);
+  }
+  return { threadIds: [...threadIds], messageIds: [...messageIds] };
+}
+
+/**
+ * Checks a batch against what is stored and computes depths. `known.threadIds` holds the
+ * batch's threads that exist; `known.messages` the stored messages among
+ * `messageBatchLookups(drafts).messageIds`. A parent must be stored or come earlier in
+ * the batch (NOT_FOUND otherwise), in the same thread (INVALID_ARGUMENT); an id already
+ * stored in any thread is CONFLICT.
+ */
+export function planMessageBatch(
+  drafts: MessageDraft[],
+  known: { threadIds: Set<string>; messages: Map<string, { threadId: string; depth: number }> },
+): Message[] {
+  const inBatch = new Map<string, { threadId: string; depth: number }>();
+  return drafts.map((d, i) => {
+    const at = `messages[${i}]`;
+    if (!known.threadIds.has(d.threadId)) {
+      throw new CairnError('NOT_FOUND', `${at}: thread ${show(d.threadId)} not found`, { details: { threadId: d.threadId } });
+    }
+    if (known.messages.has(d.id)) {
+      throw new CairnError('CONFLICT', `${at}: message id ${show(d.id)} is already used; messages are immutable`, {
+        details: { id: d.id },
+      });
+    }
+    let depth = 0;
+    if (d.parentId !== null) {
+      const parent = inBatch.get(d.parentId) ?? known.messages.get(d.parentId);
+      if (!parent) {
+        throw new CairnError('NOT_FOUND', `${at}: parent message ${show(d.parentId)} not found`, {
+          details: { parentId: d.parentId },
+        });
+      }
+      if (parent.threadId !== d.threadId) {
+        throw invalid(`${at}: parent message ${show(d.parentId)} belongs to another thread`, { parentId: d.parentId });
+      }
+      depth = parent.depth + 1;
+    }
+    inBatch.set(d.id, { threadId: d.threadId, depth });
+    return { ...d, depth };
+  });
+}
+
+export function checkNewBranch(input: NewBranch, now: number): Omit<Branch, 'seq' | 'isActive'> & { activate: boolean } {
+  if (typeof input !== 'object' || input === null) throw invalid('branch input must be an object');
+  const headMessageId = input.headMessageId === null ? null : checkId(input.headMessageId, 'headMessageId');
+  return {
+    id: input.id === undefined ? newId() : checkId(input.id, 'branch id'),
+    threadId: checkId(input.threadId, 'threadId'),
+    name: checkName(input.name, 'branch name'),
+    headMessageId,
+    forkMessageId: headMessageId,
+    parentBranchId: input.parentBranchId == null ? null : checkId(input.parentBranchId, 'parentBranchId'),
+    createdAt: now,
+    activate: input.activate === true,
+  };
+}
+
+export function checkNewCheckpoint(input: NewCheckpoint, now: number): Checkpoint {
+  if (typeof input !== 'object' || input === null) throw invalid('checkpoint input must be an object');
+  return {
+    id: newId(),
+    threadId: checkId(input.threadId, 'threadId'),
+    name: checkName(input.name, 'checkpoint name'),
+    messageId: checkId(input.messageId, 'messageId'),
+    createdAt: now,
+  };
+}
+
+export function checkStateCommit(commit: NewStateCommit, expectedVersion: number): NewStateCommit & { snapshot: JsonObject | null } {
+  if (typeof commit !== 'object' || commit === null) throw invalid('state commit must be an object');
+  if (!Number.isInteger(expectedVersion) || expectedVersion < 0) {
+    throw invalid(`expectedVersion must be an integer >= 0, got ${show(expectedVersion)}`);
+  }
+  return {
+    branchId: checkId(commit.branchId, 'branchId'),
+    messageId: commit.messageId === null ? null : checkId(commit.messageId, 'messageId'),
+    update: checkObject(commit.update, 'update'),
+    snapshot: commit.snapshot == null ? null : checkObject(commit.snapshot, 'snapshot'),
+  };
+}
+
+const TURN_STATUSES = new Set(['running', 'finished', 'failed']);
+
+export function checkTurn(turn: Turn): Turn {
+  if (typeof turn !== 'object' || turn === null) throw invalid('turn must be an object');
+  checkId(turn.id, 'turn id');
+  checkId(turn.threadId, 'threadId');
+  if (!TURN_STATUSES.has(turn.status)) throw invalid(`turn status must be running, finished or failed, got ${show(turn.status)}`);
+  checkObject(turn.state, 'turn state');
+  if (!Array.isArray(turn.steps)) throw invalid('turn steps must be an array');
+  assertJson(turn.steps, 'turn steps');
+  checkTimestamp(turn.startedAt, 'startedAt', Number.NaN);
+  return {
+    id: turn.id,
+    threadId: turn.threadId,
+    messageId: checkOptionalString(turn.messageId, 'messageId'),
+    source: checkOptionalString(turn.source, 'source'),
+    userId: checkOptionalString(turn.userId, 'userId'),
+    status: turn.status,
+    state: turn.state,
+    steps: turn.steps,
+    startedAt: turn.startedAt,
+    finishedAt: turn.finishedAt == null ? null : checkTimestamp(turn.finishedAt, 'finishedAt', 0),
+  };
+}
+
+const MAX_TTL_MS = 2 ** 31 - 1;
+
+export function checkTtl(ttlMs: unknown): number {
+  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > MAX_TTL_MS) {
+    throw invalid(`ttlMs must be an integer from 1 to ${MAX_TTL_MS}, got ${show(ttlMs)}`);
+  }
+  return ttlMs;
+}
+
+export function checkLeaseInput(input: AcquireLeaseInput): Required<AcquireLeaseInput> {
+  if (typeof input !== 'object' || input === null) throw invalid('lease input must be an object');
+  return {
+    key: checkName(input.key, 'lease key'),
+    owner: checkName(input.owner, 'lease owner'),
+    ttlMs: checkTtl(input.ttlMs),
+    data: input.data === undefined ? {} : checkObject(input.data, 'lease data'),
+  };
+}
+
+/** Checks an optional lease data patch. */
+export function checkLeaseData(data: unknown): JsonObject | undefined {
+  return data === undefined ? undefined : checkObject(data, 'lease data');
+}
+
+/** What `acquireLease` does with the current row: the rule every store follows. */
+export function planLeaseAcquire(
+  current: Lease | null,
+  input: Required<AcquireLeaseInput>,
+  now: number,
+): { lease: Lease; tookOver: Lease | null } {
+  const live = current !== null && current.releasedAt === null && current.expiresAt > now;
+  if (live && current.owner !== input.owner) {
+    throw new CairnError('CONFLICT', `lease ${show(input.key)} is held by ${show(current.owner)} until ${new Date(current.expiresAt).toISOString()}`, {
+      details: { key: input.key, owner: current.owner, expiresAt: current.expiresAt },
+    });
+  }
+  if (live) {
+    return {
+      lease: { ...current, renewedAt: now, expiresAt: now + input.ttlMs, data: { ...current.data, ...input.data } },
+      tookOver: null,
+    };
+  }
+  const expired = current !== null && current.releasedAt === null ? current : null;
+  return {
+    lease: { key: input.key, owner: input.owner, acquiredAt: now, renewedAt: now, expiresAt: now + input.ttlMs, releasedAt: null, data: input.data },
+    tookOver: expired,
+  };
+}
+
+/** The rule for `renewLease`: a live lease held by `owner`. */
+export function planLeaseRenew(current: Lease | null, key: string, owner: string, ttlMs: number, data: JsonObject | undefined, now: number): Lease {
+  if (!current) throw new CairnError('NOT_FOUND', `lease ${show(key)} not found`, { details: { key } });
+  if (current.owner !== owner || current.releasedAt !== null || current.expiresAt <= now) {
+    const why = current.owner !== owner ? `is held by ${show(current.owner)}` : current.releasedAt !== null ? 'was released' : 'expired';
+    throw new CairnError('CONFLICT', `lease ${show(key)} ${why}; ${show(owner)} no longer holds it`, { details: { key, owner: current.owner } });
+  }
+  return { ...current, renewedAt: now, expiresAt: now + ttlMs, data: data ? { ...current.data, ...data } : current.data };
+}
+
+/** The rule for `releaseLease`: only the owner releases; releasing twice is harmless. */
+export function planLeaseRelease(current: Lease | null, key: string, owner: string, data: JsonObject | undefined, now: number): Lease {
+  if (!current) throw new CairnError('NOT_FOUND', `lease ${show(key)} not found`, { details: { key } });
+  if (current.owner !== owner) {
+    throw new CairnError('CONFLICT', `lease ${show(key)} is held by ${show(current.owner)}, not ${show(owner)}`, { details: { key, owner: current.owner } });
+  }
+  return { ...current, releasedAt: current.releasedAt ?? now, data: data ? { ...current.data, ...data } : current.data };
+}
+
+/** SHA-256 of a memory's text, hex. */
+export function contentHash(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+function checkVector(value: unknown, label: string): number[] {
+  if (!Array.isArray(value) || value.length === 0 || !value.every((x) => typeof x === 'number' && Number.isFinite(x))) {
+    throw invalid(`${label} must be a non-empty array of finite numbers`);
+  }
+  return value;
+}
+
+function checkContent(value: unknown, label: string) {
+  const content = checkObject(value, label);
+  if (typeof content.text !== 'string') throw invalid(`${label}.text must be a string`);
+  return content as Memory['content'];
+}
+
+/** Checks a batch of new memories and fills in ids, defaults and content hashes. */
+export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] {
+  if (!Array.isArray(batch)) throw invalid('addMemories expects an array of memories');
+  let width: number | undefined;
+  return batch.map((m, i) => {
+    const at = `memories[${i}]`;
+    if (typeof m !== 'object' || m === null) throw invalid(`${at} must be an object`);
+    const type = m.type ?? 'custom';
+    if (!MEMORY_TYPES.includes(type)) throw invalid(`${at}.type must be one of ${MEMORY_TYPES.join(', ')}, got ${show(type)}`);
+    const scope = m.scope ?? 'private';
+    if (!MEMORY_SCOPES.includes(scope)) throw invalid(`${at}.scope must be one of ${MEMORY_SCOPES.join(', ')}, got ${show(scope)}`);
+    const content = checkContent(m.content, `${at}.content`);
+    const embedding = m.embedding == null ? null : checkVector(m.embedding, `${at}.embedding`);
+    if (embedding) {
+      if (width !== undefined && embedding.length !== width) {
+        throw new CairnError('EMBEDDING_MISMATCH', `${at}.embedding has ${embedding.length} dimensions; the batch's others have ${width}`, {
+          details: { expected: width, actual: embedding.length },
+        });
+      }
+      width = embedding.length;
+    }
+    const memory: Memory = {
+      id: m.id === undefined ? newId() : checkId(m.id, `${at}.id`),
+      type,
+      agentId: checkId(m.agentId, `${at}.agentId`),
+      entityId: checkOptionalString(m.entityId, `${at}.entityId`),
+      roomId: checkOptionalString(m.roomId, `${at}.roomId`),
+      worldId: checkOptionalString(m.worldId, `${at}.worldId`),
+      scope,
+      content,
+      metadata: m.metadata === undefined ? {} : checkObject(m.metadata, `${at}.metadata`),
+      contentHash: m.contentHash === undefined ? contentHash(content.text) : checkId(m.contentHash, `${at}.contentHash`),
+      embedding,
+      createdAt: checkTimestamp(m.createdAt, `${at}.createdAt`, now),
+    };
+    if (scope === 'room' && memory.roomId === null) throw invalid(`${at}: a room-scoped memory needs a roomId`);
+    if (scope === 'shared' && memory.worldId === null) throw invalid(`${at}: a shared memory needs a worldId`);
+    return memory;
+  });
+}
+
+export function checkMemoryPatch(patch: MemoryPatch): MemoryPatch {
+  if (typeof patch !== 'object' || patch === null) throw invalid('memory patch must be an object');
+  const out: MemoryPatch = {};
+  if (patch.content !== undefined) {
+    out.content = checkContent(patch.content, 'content');
+    out.contentHash = patch.contentHash === undefined ? contentHash(out.content.text) : checkId(patch.contentHash, 'contentHash');
+  } else if (patch.contentHash !== undefined) {
+    out.contentHash = checkId(patch.contentHash, 'contentHash');
+  }
+  if (patch.metadata !== undefined) out.metadata = checkObject(patch.metadata, 'metadata');
+  if (patch.embedding !== undefined) out.embedding = patch.embedding === null ? null : checkVector(patch.embedding, 'embedding');
+  return out;
+}
+
+function checkStringList(value: unknown, label: string): string[] {
+  if (!Array.isArray(value) || !value.every((x) => typeof x === 'string')) throw invalid(`${label} must be an array of strings`);
+  return value;
+}
+
+export function checkMemoryFilter(filter: MemoryFilter | undefined): MemoryFilter {
+  if (filter === undefined) return {};
+  if (typeof filter !== 'object' || filter === null) throw invalid('memory filter must be an object');
+  if (filter.viewer !== undefined) {
+    if (typeof filter.viewer !== 'object' || filter.viewer === null) throw invalid('filter.viewer must be an object');
+    checkId(filter.viewer.agentId, 'filter.viewer.agentId');
+    checkOptionalString(filter.viewer.roomId, 'filter.viewer.roomId');
+    checkOptionalString(filter.viewer.worldId, 'filter.viewer.worldId');
+  }
+  if (filter.types !== undefined) {
+    for (const t of checkStringList(filter.types, 'filter.types')) {
+      if (!MEMORY_TYPES.includes(t as never)) throw invalid(`filter.types: unknown type ${show(t)}`);
+    }
+  }
+  if (filter.scopes !== undefined) {
+    for (const s of checkStringList(filter.scopes, 'filter.scopes')) {
+      if (!MEMORY_SCOPES.includes(s as never)) throw invalid(`filter.scopes: unknown scope ${show(s)}`);
+    }
+  }
+  for (const key of ['agentId', 'entityId', 'roomId', 'worldId'] as const) {
+    if (filter[key] !== undefined && typeof filter[key] !== 'string') throw invalid(`filter.${key} must be a string`);
+  }
+  if (filter.ids !== undefined) checkStringList(filter.ids, 'filter.ids');
+  if (filter.contentHashes !== undefined) checkStringList(filter.contentHashes, 'filter.contentHashes');
+  if (filter.createdAfter !== undefined) checkTimestamp(filter.createdAfter, 'filter.createdAfter', 0);
+  if (filter.createdBefore !== undefined) checkTimestamp(filter.createdBefore, 'filter.createdBefore', 0);
+  return filter;
+}
+
+export interface CheckedSearch {
+  vector?: number[];
+  text?: string;
+  filter: MemoryFilter;
+  limit: number;
+  threshold?: number;
+}
+
+export function checkMemorySearch(search: MemorySearch): CheckedSearch {
+  if (typeof search !== 'object' || search === null) throw invalid('search must be an object');
+  const hasVector = search.vector !== undefined;
+  const hasText = search.text !== undefined;
+  if (hasVector === hasText) throw invalid('searchMemories takes exactly one of vector and text');
+  const out: CheckedSearch = {
+    filter: checkMemoryFilter(search.filter),
+    limit: checkLimit(search.limit, 'limit', 10, 1000),
+  };
+  if (hasVector) out.vector = checkVector(search.vector, 'vector');
+  if (hasText) {
+    if (typeof search.text !== 'string' || search.text.trim() === '') throw invalid('search text must be a non-blank string');
+    out.text = search.text;
+  }
+  if (search.threshold !== undefined) {
+    if (!hasVector) throw invalid('threshold applies to vector search only (cosine similarity)');
+    if (typeof search.threshold !== 'number' || !(search.threshold >= -1 && search.threshold <= 1)) {
+      throw invalid(`threshold must be a cosine similarity from -1 to 1, got ${show(search.threshold)}`);
+    }
+    out.threshold = search.threshold;
+  }
+  return out;
+}
+
+/**
+ * The rule for `ensureEmbeddingSpace`: returns the space to record (and whether it
+ * changed), or throws EMBEDDING_MISMATCH naming both spaces.
+ */
+export function resolveEmbeddingSpace(
+  current: EmbeddingSpace | null,
+  requested: { embedderId: string; dimensions: number },
+): { space: EmbeddingSpace; changed: boolean } {
+  checkId(requested?.embedderId, 'embedderId');
+  if (!Number.isInteger(requested.dimensions) || requested.dimensions < 1) {
+    throw invalid(`dimensions must be a positive integer, got ${show(requested.dimensions)}`);
+  }
+  if (!current) return { space: { ...requested }, changed: true };
+  if (current.dimensions !== requested.dimensions || (current.embedderId !== null && current.embedderId !== requested.embedderId)) {
+    throw new CairnError(
+      'EMBEDDING_MISMATCH',
+      `this store holds embeddings of ${show(current.embedderId ?? 'an unnamed embedder')} with ${current.dimensions} dimensions; got ${show(requested.embedderId)} with ${requested.dimensions}`,
+      { details: { stored: current, requested } },
+    );
+  }
+  if (current.embedderId === null) return { space: { ...requested }, changed: true };
+  return { space: current, changed: false };
+}
+
+/** EMBEDDING_MISMATCH when `vector` does not have the store's width. */
+export function checkVectorWidth(space: EmbeddingSpace | null, vector: number[], label: string): void {
+  if (space && vector.length !== space.dimensions) {
+    throw new CairnError('EMBEDDING_MISMATCH', `${label} has ${vector.length} dimensions; this store's embeddings have ${space.dimensions}`, {
+      details: { expected: space.dimensions, actual: vector.length },
+    });
+  }
+}
+
+/** An opaque page cursor holding a few JSON values. */
+export function encodeCursor(values: JsonValue[]): string {
+  return Buffer.from(JSON.stringify(values), 'utf8').toString('base64url');
+}
+
+export function decodeCursor(cursor: unknown): JsonValue[] {
+  if (typeof cursor !== 'string') throw invalid('cursor must be a string');
+  try {
+    const values = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(values)) return values;
+  } catch {}
+  throw invalid(`cursor ${show(cursor)} is not one this store issued`);
+}
