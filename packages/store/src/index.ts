@@ -3,3 +3,4 @@ export * from './validate.js';
 export { cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
 export { ChangeEmitter } from './emitter.js';
 export { AsyncLock } from './lock.js';
+export { createMemoryStore, type MemoryStoreOptions } from './memory-store.js';
