@@ -1,0 +1,196 @@
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import { z } from 'zod';
+import {
+  applyUpdate,
+  CairnError,
+  defineState,
+  field,
+  isCairnError,
+  reducers,
+  type StateOf,
+  type ThreadStateOf,
+  type TurnStateOf,
+  type UpdateOf,
+} from '../src/index.js';
+
+interface Img {
+  url: string;
+}
+const Research = defineState({
+  objective: field<string>(),
+  keyInsights: field<string[]>({ reducer: reducers.appendUnique, default: () => [] }),
+  viewedImages: field<Record<string, Img>>({ reducer: reducers.mergeRecord, default: () => ({}) }),
+  uploadedFiles: field<string[]>({ scope: 'turn', default: () => [] }),
+  hypothesis: field({ schema: z.string().min(1) }),
+  stats: field<{ n: number; tags: string[] }>({ default: () => ({ n: 0, tags: [] }) }),
+});
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (e) {
+    return isCairnError(e) ? e.code : 'not a CairnError';
+  }
+  return undefined;
+}
+
+describe('defineState / initial', () => {
+  it('fills defaults and leaves fields without one absent', () => {
+    expect(Research.initial()).toEqual({ keyInsights: [], viewedImages: {}, uploadedFiles: [], stats: { n: 0, tags: [] } });
+  });
+  it('gives each state its own default objects', () => {
+    expect(Research.initial().keyInsights).not.toBe(Research.initial().keyInsights);
+  });
+  it('initial(scope) and keys(scope) split thread and turn fields', () => {
+    expect(Research.initial('turn')).toEqual({ uploadedFiles: [] });
+    expect(Research.keys('turn')).toEqual(['uploadedFiles']);
+    expect(Research.keys('thread')).toEqual(['objective', 'keyInsights', 'viewedImages', 'hypothesis', 'stats']);
+  });
+  it('rejects a field not made with field()', () => {
+    expect(codeOf(() => defineState({ x: 1 as never }))).toBe('INVALID_ARGUMENT');
+  });
+});
+
+describe('applyUpdate', () => {
+  const s0 = Research.initial();
+
+  it('runs each field through its reducer and reports what changed', () => {
+    const { state, changed } = applyUpdate(Research, s0, { objective: 'soil', keyInsights: ['a', 'b'] });
+    expect(state.objective).toBe('soil');
+    expect(state.keyInsights).toEqual(['a', 'b']);
+    expect(changed).toEqual(['objective', 'keyInsights']);
+    const next = applyUpdate(Research, state, { keyInsights: ['b', 'c'], viewedImages: { x: { url: 'u' } } });
+    expect(next.state.keyInsights).toEqual(['a', 'b', 'c']);
+    expect(next.state.viewedImages).toEqual({ x: { url: 'u' } });
+  });
+
+  it('never mutates its inputs', () => {
+    const state = applyUpdate(Research, s0, { keyInsights: ['a'] }).state;
+    const frozen = structuredClone(state);
+    const update = { keyInsights: ['b'], viewedImages: { y: { url: 'v' } } };
+    applyUpdate(Research, state, update);
+    expect(state).toEqual(frozen);
+    expect(update).toEqual({ keyInsights: ['b'], viewedImages: { y: { url: 'v' } } });
+  });
+
+  it('keeps the identity of fields the update does not touch', () => {
+    const { state } = applyUpdate(Research, s0, { objective: 'x' });
+    expect(state.keyInsights).toBe(s0.keyInsights);
+    expect(state.viewedImages).toBe(s0.viewedImages);
+    expect(state.stats).toBe(s0.stats);
+  });
+
+  it('returns the same state object and no changes when nothing changes', () => {
+    const a = applyUpdate(Research, s0, { keyInsights: ['a'] }).state;
+    const b = applyUpdate(Research, a, { keyInsights: ['a'] });
+    expect(b.changed).toEqual([]);
+    expect(b.state).toBe(a);
+  });
+
+  it('ignores keys whose value is undefined', () => {
+    expect(applyUpdate(Research, s0, { objective: undefined }).changed).toEqual([]);
+  });
+
+  it('rejects an unknown field, naming it', () => {
+    try {
+      applyUpdate(Research, s0, { nope: 1 } as never);
+      expect.unreachable();
+    } catch (e) {
+      expect(isCairnError(e, 'INVALID_UPDATE')).toBe(true);
+      expect((e as CairnError).message).toContain('nope');
+    }
+  });
+
+  it('rejects a value its validator rejects, with the validator message', () => {
+    try {
+      applyUpdate(Research, s0, { hypothesis: '' });
+      expect.unreachable();
+    } catch (e) {
+      expect(isCairnError(e, 'INVALID_UPDATE')).toBe(true);
+      expect((e as CairnError).message).toContain('hypothesis');
+    }
+    expect(applyUpdate(Research, s0, { hypothesis: 'ok' }).state.hypothesis).toBe('ok');
+  });
+
+  it('rejects a turn field when asked for thread scope, and the reverse', () => {
+    expect(codeOf(() => applyUpdate(Research, s0, { uploadedFiles: ['f'] }, { scope: 'thread' }))).toBe('INVALID_UPDATE');
+    expect(codeOf(() => applyUpdate(Research, s0, { objective: 'x' }, { scope: 'turn' }))).toBe('INVALID_UPDATE');
+    expect(applyUpdate(Research, s0, { uploadedFiles: ['f'] }, { scope: 'turn' }).state.uploadedFiles).toEqual(['f']);
+  });
+
+  it('rejects an update that is not an object', () => {
+    expect(codeOf(() => applyUpdate(Research, s0, null as never))).toBe('INVALID_UPDATE');
+    expect(codeOf(() => applyUpdate(Research, s0, [] as never))).toBe('INVALID_UPDATE');
+  });
+
+  const nonJson: Array<[string, unknown, string]> = [
+    ['undefined inside an array', [1, undefined], 'stats.tags[1]'],
+    ['a function', () => 1, 'stats.tags'],
+    ['a BigInt', 10n, 'stats.tags'],
+    ['NaN', Number.NaN, 'stats.tags'],
+    ['Infinity', Number.POSITIVE_INFINITY, 'stats.tags'],
+    ['a class instance', new Date(0), 'stats.tags'],
+    ['a Map', new Map(), 'stats.tags'],
+  ];
+  for (const [what, bad, path] of nonJson) {
+    it(`rejects ${what}, naming the field and path`, () => {
+      try {
+        applyUpdate(Research, s0, { stats: { n: 1, tags: bad as never } });
+        expect.unreachable();
+      } catch (e) {
+        expect(isCairnError(e, 'INVALID_UPDATE')).toBe(true);
+        expect((e as CairnError).message).toContain(path);
+      }
+    });
+  }
+
+  it('rejects a cycle', () => {
+    const cyclic: Record<string, unknown> = { n: 1 };
+    cyclic.tags = [cyclic];
+    expect(codeOf(() => applyUpdate(Research, s0, { stats: cyclic as never }))).toBe('INVALID_UPDATE');
+  });
+
+  it('applies nothing when one field of the update is bad', () => {
+    const state = applyUpdate(Research, s0, { objective: 'keep' }).state;
+    expect(codeOf(() => applyUpdate(Research, state, { objective: 'changed', nope: 1 } as never))).toBe('INVALID_UPDATE');
+    expect(state.objective).toBe('keep');
+  });
+
+  it('accepts shared (non-cyclic) references', () => {
+    const tags = ['t'];
+    expect(applyUpdate(Research, s0, { stats: { n: 1, tags }, keyInsights: tags }).changed).toEqual(['stats', 'keyInsights']);
+  });
+
+  it('accepts a user-written reducer', () => {
+    const Counter = defineState({
+      count: field<number>({ reducer: (a, b) => (a ?? 0) + (b ?? 0), default: () => 0 }),
+    });
+    const s1 = applyUpdate(Counter, Counter.initial(), { count: 2 }).state;
+    expect(applyUpdate(Counter, s1, { count: 3 }).state.count).toBe(5);
+  });
+});
+
+describe('types', () => {
+  it('infers state and update types', () => {
+    type S = StateOf<typeof Research>;
+    type U = UpdateOf<typeof Research>;
+    expectTypeOf<S['keyInsights']>().toEqualTypeOf<string[]>();
+    expectTypeOf<S['objective']>().toEqualTypeOf<string | undefined>();
+    expectTypeOf<S['hypothesis']>().toEqualTypeOf<string | undefined>();
+    expectTypeOf<U['viewedImages']>().toEqualTypeOf<Record<string, Img> | undefined>();
+    expectTypeOf<keyof ThreadStateOf<typeof Research>>().toEqualTypeOf<
+      'objective' | 'keyInsights' | 'viewedImages' | 'hypothesis' | 'stats'
+    >();
+    expectTypeOf<keyof TurnStateOf<typeof Research>>().toEqualTypeOf<'uploadedFiles'>();
+  });
+
+  it('makes a wrong update a compile error', () => {
+    const s0 = Research.initial();
+    // @ts-expect-error keyInsights takes string[]
+    expect(codeOf(() => applyUpdate(Research, s0, { keyInsights: 'one' }))).toBe('INVALID_UPDATE');
+    // @ts-expect-error unknown field
+    expect(codeOf(() => applyUpdate(Research, s0, { nope: 1 }))).toBe('INVALID_UPDATE');
+    // @ts-expect-error objective is a string
+    applyUpdate(Research, s0, { objective: 42 });
+  });
+});
