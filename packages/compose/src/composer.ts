@@ -1,0 +1,599 @@
+import { CairnError } from '@cairn/core';
+import { LRUCache } from 'lru-cache';
+import { freezeCopy, isPlainObject, setOwn } from './freeze-copy.js';
+import {
+  type ComposeMessage,
+  checkBudget,
+  checkProvider,
+  type Provider,
+  type ProviderContext,
+  type ProviderKeyContext,
+  type ProviderResult,
+} from './provider.js';
+
+/** A provider that failed without failing the composition. */
+export type ProviderDiagnostic =
+  | {
+      readonly name: string;
+      readonly outcome: 'error';
+      readonly error: unknown;
+      readonly durationMs: number;
+    }
+  | {
+      readonly name: string;
+      readonly outcome: 'timeout';
+      readonly timeoutMs: number;
+      readonly durationMs: number;
+    };
+
+/**
+ * The context for one message. Deeply frozen: a cache hit returns the very object the
+ * cache holds, so nobody can change it under another caller.
+ */
+export interface Composed {
+  /** The selected providers' non-empty texts, in order, joined with "\n". */
+  readonly text: string;
+  /** The providers' `values`, merged in order; later providers win. */
+  readonly values: Readonly<Record<string, unknown>>;
+  /**
+   * The providers' `data`, merged in order (later wins), plus `providers`: each
+   * successful provider's whole result by name (that key is reserved).
+   */
+  readonly data: Readonly<Record<string, unknown>> & {
+    readonly providers: Readonly<Record<string, Readonly<ProviderResult>>>;
+  };
+  /** Providers that threw or timed out, in provider order. Empty when all succeeded. */
+  readonly diagnostics: readonly ProviderDiagnostic[];
+}
+
+export interface ComposerOptions<M extends ComposeMessage = ComposeMessage, S = unknown> {
+  providers?: Iterable<Provider<M, S>>;
+  /** The composition cache: at most `max` entries (LRU), each living at most `ttlMs`. */
+  cache: { max: number; ttlMs?: number };
+  /** Default budget for each provider, in ms. */
+  timeoutMs: number;
+}
+
+export interface ComposeOptions<S = unknown> {
+  /** Also run these providers (the way to run `dynamic` and `private` ones). */
+  include?: readonly string[];
+  /** Run exactly these providers. Cannot be combined with `include`. */
+  only?: readonly string[];
+  /** Run every selected provider now, ignoring both caches; the fresh result refreshes them. */
+  skipCache?: boolean;
+  /**
+   * Whatever the providers read besides the message has a version (the thread's state
+   * version, the memory version); pass it here. It is part of every cache key, so a
+   * new version is never served an entry computed under an old one.
+   */
+  version?: string | number;
+  /** Handed to every provider as `ctx.state`. Not part of the cache key: that is `version`'s job. */
+  state?: S;
+}
+
+export interface ComposerStats {
+  /** Compositions served from the cache. */
+  hits: number;
+  /** Compositions computed (including `skipCache` calls). */
+  misses: number;
+  /** Calls that joined a computation already running for the same key. */
+  joined: number;
+  /** Entries in the composition cache now. */
+  size: number;
+}
+
+interface Registered<M extends ComposeMessage, S> {
+  provider: Provider<M, S>;
+  /** Name plus registration number: a provider registered again under the same name gets new cache keys. */
+  token: string;
+  position: number;
+}
+
+type Outcome =
+  | { kind: 'ok'; result: Readonly<ProviderResult> }
+  | { kind: 'error'; error: unknown; durationMs: number }
+  | { kind: 'timeout'; error: CairnError; timeoutMs: number; durationMs: number };
+
+interface CacheEntry {
+  composed: Composed;
+  tokens: readonly string[];
+}
+
+const EMPTY: readonly string[] = Object.freeze([]);
+
+function byPositionThenName<M extends ComposeMessage, S>(
+  a: Registered<M, S>,
+  b: Registered<M, S>,
+): number {
+  if (a.position !== b.position) return a.position - b.position;
+  const x = a.provider.name;
+  const y = b.provider.name;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+function checkNames(value: unknown, what: string): readonly string[] {
+  if (value === undefined) return EMPTY;
+  if (!Array.isArray(value) || value.some((n) => typeof n !== 'string')) {
+    throw new CairnError('INVALID_ARGUMENT', `${what} must be an array of provider names`, {
+      details: { [what]: value },
+    });
+  }
+  return value as string[];
+}
+
+function checkResult(name: string, value: unknown): Readonly<ProviderResult> {
+  if (value === undefined || value === null) return Object.freeze({});
+  const bad = (why: string): never => {
+    throw new CairnError('PROVIDER_FAILED', `provider "${name}" returned ${why}`, {
+      details: { provider: name },
+    });
+  };
+  if (typeof value !== 'object' || Array.isArray(value))
+    bad('something other than an object { text?, values?, data? }');
+  const r = value as Record<string, unknown>;
+  if (r.text !== undefined && typeof r.text !== 'string') bad('a text that is not a string');
+  if (r.values !== undefined && !isPlainObject(r.values)) bad('values that are not a plain object');
+  if (r.data !== undefined && !isPlainObject(r.data)) bad('data that is not a plain object');
+  const out: ProviderResult = {};
+  if (r.text !== undefined) out.text = r.text as string;
+  if (r.values !== undefined) out.values = r.values as Record<string, unknown>;
+  if (r.data !== undefined) out.data = r.data as Record<string, unknown>;
+  return freezeCopy(out);
+}
+
+/**
+ * Runs context providers for a message and caches what they compose. Create one with
+ * {@link createComposer}.
+ */
+export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
+  readonly #timeoutMs: number;
+  readonly #registry = new Map<string, Registered<M, S>>();
+  /** The registry sorted by position then name; rebuilt on (un)registration. */
+  #ordered: Registered<M, S>[] = [];
+  #seq = 0;
+  readonly #cache: LRUCache<string, CacheEntry>;
+  readonly #providerCache: LRUCache<string, Readonly<ProviderResult>>;
+  readonly #inflight = new Map<string, Promise<Composed>>();
+  #hits = 0;
+  #misses = 0;
+  #joined = 0;
+
+  constructor(options: ComposerOptions<M, S>) {
+    if (typeof options !== 'object' || options === null) {
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        'createComposer needs options { providers, cache: { max, ttlMs? }, timeoutMs }',
+      );
+    }
+    this.#timeoutMs = checkBudget(options.timeoutMs, 'timeoutMs');
+    const cache = options.cache as { max?: unknown; ttlMs?: unknown } | undefined;
+    if (typeof cache !== 'object' || cache === null) {
+      throw new CairnError('INVALID_ARGUMENT', 'cache must be an object { max, ttlMs? }');
+    }
+    if (typeof cache.max !== 'number' || !Number.isSafeInteger(cache.max) || cache.max < 1) {
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `cache.max must be a positive integer, got ${String(cache.max)}`,
+        {
+          details: { max: cache.max },
+        },
+      );
+    }
+    const ttl = cache.ttlMs === undefined ? undefined : checkBudget(cache.ttlMs, 'cache.ttlMs');
+    this.#cache = new LRUCache<string, CacheEntry>(
+      ttl === undefined ? { max: cache.max } : { max: cache.max, ttl },
+    );
+    this.#providerCache = new LRUCache<string, Readonly<ProviderResult>>({ max: cache.max });
+    const initial = [...(options.providers ?? [])];
+    const names = new Set<string>();
+    for (const p of initial) {
+      checkProvider(p);
+      if (names.has(p.name)) {
+        throw new CairnError('INVALID_ARGUMENT', `two providers are named "${p.name}"`, {
+          details: { provider: p.name },
+        });
+      }
+      names.add(p.name);
+    }
+    for (const p of initial) this.#add(p);
+    this.#reorder();
+  }
+
+  /**
+   * Composes the context for `message`: runs the selected providers in parallel (or
+   * serves a cached composition), orders and merges what they return.
+   *
+   * Rejects with `INVALID_ARGUMENT` (before running anything) for a bad message, an
+   * unknown provider name or bad options; with `PROVIDER_FAILED` or `TIMEOUT` when a
+   * `required` provider throws or exceeds its budget. Other providers that fail are
+   * left out and listed in `diagnostics`.
+   *
+   * @example
+   * ```ts
+   * const composed = await composer.compose(message, {
+   *   include: ['SEARCH_RESULTS'],
+   *   version: `${thread.stateVersion}:${memory.version}`,
+   *   state,
+   * });
+   * const prompt = renderTemplate('{{persona}}\n\n{{recentMessages}}', composed);
+   * ```
+   */
+  async compose(message: M, options: ComposeOptions<S> = {}): Promise<Composed> {
+    if (
+      typeof message !== 'object' ||
+      message === null ||
+      typeof message.id !== 'string' ||
+      message.id.length === 0
+    ) {
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        'compose needs a message with a non-empty string id',
+      );
+    }
+    if (typeof options !== 'object' || options === null) {
+      throw new CairnError('INVALID_ARGUMENT', 'compose options must be an object');
+    }
+    const { version } = options;
+    if (
+      version !== undefined &&
+      typeof version !== 'string' &&
+      !(typeof version === 'number' && Number.isFinite(version))
+    ) {
+      throw new CairnError('INVALID_ARGUMENT', 'version must be a string or a finite number', {
+        details: { version },
+      });
+    }
+    const selected = this.#select(options);
+    const tokens = selected.map((r) => r.token);
+    const key = JSON.stringify([message.id, tokens, version ?? null]);
+    const skipCache = options.skipCache === true;
+    if (!skipCache) {
+      const entry = this.#cache.get(key);
+      if (entry !== undefined) {
+        this.#hits++;
+        return entry.composed;
+      }
+      const running = this.#inflight.get(key);
+      if (running !== undefined) {
+        this.#joined++;
+        return running;
+      }
+    }
+    this.#misses++;
+    const run = this.#run(message, selected, options.state, version, skipCache).then((composed) => {
+      // A composition with a failed provider is not cached, so the next call retries it;
+      // nor is one whose providers were unregistered or replaced while it ran.
+      if (composed.diagnostics.length === 0 && this.#current(tokens))
+        this.#cache.set(key, { composed, tokens });
+      return composed;
+    });
+    this.#inflight.set(key, run);
+    try {
+      return await run;
+    } finally {
+      if (this.#inflight.get(key) === run) this.#inflight.delete(key);
+    }
+  }
+
+  /**
+   * Adds a provider at run time. A name already registered is `INVALID_ARGUMENT`.
+   *
+   * @example
+   * ```ts
+   * composer.registerProvider({ name: 'WEATHER', dynamic: true, get: async ({ signal }) => ({ text: await weather(signal) }) });
+   * ```
+   */
+  registerProvider(provider: Provider<M, S>): void {
+    checkProvider(provider);
+    if (this.#registry.has(provider.name)) {
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `a provider named "${provider.name}" is already registered`,
+        {
+          details: { provider: provider.name },
+        },
+      );
+    }
+    this.#add(provider);
+    this.#reorder();
+  }
+
+  /**
+   * Removes a provider and every cached composition and cached result that used it.
+   * Returns false when no provider had that name.
+   *
+   * @example
+   * ```ts
+   * composer.unregisterProvider('WEATHER');
+   * ```
+   */
+  unregisterProvider(name: string): boolean {
+    const reg = this.#registry.get(name);
+    if (reg === undefined) return false;
+    this.#registry.delete(name);
+    this.#reorder();
+    const stale: string[] = [];
+    for (const [key, entry] of this.#cache.entries())
+      if (entry.tokens.includes(reg.token)) stale.push(key);
+    for (const key of stale) this.#cache.delete(key);
+    const prefix = `${reg.token}\u0000`;
+    const staleResults: string[] = [];
+    for (const key of this.#providerCache.keys())
+      if (key.startsWith(prefix)) staleResults.push(key);
+    for (const key of staleResults) this.#providerCache.delete(key);
+    return true;
+  }
+
+  /** The registered providers, in composition order (position, then name). */
+  get providers(): readonly Provider<M, S>[] {
+    return this.#ordered.map((r) => r.provider);
+  }
+
+  /** Cache counters since the composer was created. */
+  get stats(): ComposerStats {
+    return { hits: this.#hits, misses: this.#misses, joined: this.#joined, size: this.#cache.size };
+  }
+
+  #add(provider: Provider<M, S>): void {
+    this.#registry.set(provider.name, {
+      provider,
+      token: `${provider.name}#${++this.#seq}`,
+      position: provider.position ?? 0,
+    });
+  }
+
+  #reorder(): void {
+    this.#ordered = [...this.#registry.values()].sort(byPositionThenName);
+  }
+
+  #current(tokens: readonly string[]): boolean {
+    for (const token of tokens) {
+      const name = token.slice(0, token.lastIndexOf('#'));
+      if (this.#registry.get(name)?.token !== token) return false;
+    }
+    return true;
+  }
+
+  #select(options: ComposeOptions<S>): Registered<M, S>[] {
+    const only = options.only === undefined ? undefined : checkNames(options.only, 'only');
+    const include = checkNames(options.include, 'include');
+    if (only !== undefined && options.include !== undefined) {
+      throw new CairnError('INVALID_ARGUMENT', 'pass either only or include, not both');
+    }
+    const named = only ?? include;
+    const unknown = named.filter((n) => !this.#registry.has(n));
+    if (unknown.length > 0) {
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `no provider is registered as ${unknown.map((n) => `"${n}"`).join(', ')}`,
+        {
+          details: { unknown },
+        },
+      );
+    }
+    if (only !== undefined) {
+      const wanted = new Set(only);
+      return this.#ordered.filter((r) => wanted.has(r.provider.name));
+    }
+    if (include.length === 0)
+      return this.#ordered.filter((r) => !r.provider.dynamic && !r.provider.private);
+    const extra = new Set(include);
+    return this.#ordered.filter(
+      (r) => extra.has(r.provider.name) || (!r.provider.dynamic && !r.provider.private),
+    );
+  }
+
+  #run(
+    message: M,
+    selected: Registered<M, S>[],
+    state: S | undefined,
+    version: string | number | undefined,
+    skipCache: boolean,
+  ): Promise<Composed> {
+    const keyCtx: ProviderKeyContext<M, S> = { message, state, version };
+    const abandon = new AbortController();
+    return new Promise<Composed>((resolve, reject) => {
+      const outcomes: Outcome[] = new Array<Outcome>(selected.length);
+      let pending = selected.length;
+      let settled = false;
+      if (pending === 0) {
+        resolve(this.#build(selected, outcomes));
+        return;
+      }
+      selected.forEach((reg, i) => {
+        void this.#runOne(reg, keyCtx, abandon.signal, skipCache).then((outcome) => {
+          if (settled) return;
+          outcomes[i] = outcome;
+          if (outcome.kind !== 'ok' && reg.provider.required) {
+            settled = true;
+            const name = reg.provider.name;
+            const error =
+              outcome.kind === 'timeout'
+                ? new CairnError(
+                    'TIMEOUT',
+                    `required provider "${name}" timed out after ${outcome.timeoutMs} ms`,
+                    {
+                      cause: outcome.error,
+                      details: {
+                        provider: name,
+                        timeoutMs: outcome.timeoutMs,
+                        durationMs: outcome.durationMs,
+                      },
+                    },
+                  )
+                : new CairnError(
+                    'PROVIDER_FAILED',
+                    `required provider "${name}" failed: ${describe(outcome.error)}`,
+                    {
+                      cause: outcome.error,
+                      details: { provider: name, durationMs: outcome.durationMs },
+                    },
+                  );
+            abandon.abort(
+              new CairnError(
+                'ABORTED',
+                `composition abandoned: required provider "${name}" failed`,
+                { details: { provider: name } },
+              ),
+            );
+            reject(error);
+            return;
+          }
+          if (--pending === 0) {
+            settled = true;
+            resolve(this.#build(selected, outcomes));
+          }
+        });
+      });
+    });
+  }
+
+  /** Runs one provider (or reads its cache). Never rejects: failures are outcomes. */
+  async #runOne(
+    reg: Registered<M, S>,
+    keyCtx: ProviderKeyContext<M, S>,
+    abandoned: AbortSignal,
+    skipCache: boolean,
+  ): Promise<Outcome> {
+    const { provider } = reg;
+    const started = performance.now();
+    let cacheKey: string | undefined;
+    if (provider.cache !== undefined) {
+      try {
+        const own = provider.cache.key
+          ? provider.cache.key(keyCtx)
+          : JSON.stringify([keyCtx.message.id, keyCtx.version ?? null]);
+        if (typeof own !== 'string')
+          throw new CairnError(
+            'PROVIDER_FAILED',
+            `provider "${provider.name}": cache.key returned a non-string`,
+          );
+        cacheKey = `${reg.token}\u0000${own}`;
+      } catch (error) {
+        return { kind: 'error', error, durationMs: performance.now() - started };
+      }
+      if (!skipCache) {
+        const hit = this.#providerCache.get(cacheKey);
+        if (hit !== undefined) return { kind: 'ok', result: hit };
+      }
+    }
+    const budget = provider.timeoutMs ?? this.#timeoutMs;
+    const controller = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let onAbandon: (() => void) | undefined;
+    const stopped = new Promise<Outcome>((resolve) => {
+      timer = setTimeout(() => {
+        const error = new CairnError(
+          'TIMEOUT',
+          `provider "${provider.name}" exceeded its ${budget} ms budget`,
+          {
+            details: { provider: provider.name, timeoutMs: budget },
+          },
+        );
+        controller.abort(error);
+        resolve({
+          kind: 'timeout',
+          error,
+          timeoutMs: budget,
+          durationMs: performance.now() - started,
+        });
+      }, budget);
+      onAbandon = () => {
+        controller.abort(abandoned.reason);
+        resolve({
+          kind: 'error',
+          error: abandoned.reason,
+          durationMs: performance.now() - started,
+        });
+      };
+      abandoned.addEventListener('abort', onAbandon, { once: true });
+    });
+    const ctx: ProviderContext<M, S> = { ...keyCtx, signal: controller.signal };
+    const work = (async (): Promise<Outcome> => {
+      try {
+        const result = checkResult(provider.name, await provider.get(ctx));
+        return { kind: 'ok', result };
+      } catch (error) {
+        return { kind: 'error', error, durationMs: performance.now() - started };
+      }
+    })();
+    const outcome = await Promise.race([work, stopped]);
+    clearTimeout(timer);
+    if (onAbandon) abandoned.removeEventListener('abort', onAbandon);
+    if (
+      outcome.kind === 'ok' &&
+      cacheKey !== undefined &&
+      provider.cache !== undefined &&
+      this.#registry.get(provider.name) === reg
+    ) {
+      this.#providerCache.set(cacheKey, outcome.result, { ttl: provider.cache.ttlMs });
+    }
+    return outcome;
+  }
+
+  #build(selected: Registered<M, S>[], outcomes: Outcome[]): Composed {
+    const texts: string[] = [];
+    const values: Record<string, unknown> = {};
+    const data: Record<string, unknown> = {};
+    const providers: Record<string, Readonly<ProviderResult>> = {};
+    const diagnostics: ProviderDiagnostic[] = [];
+    selected.forEach((reg, i) => {
+      const name = reg.provider.name;
+      const o = outcomes[i]!;
+      if (o.kind === 'ok') {
+        const r = o.result;
+        if (r.text !== undefined && r.text.trim() !== '') texts.push(r.text);
+        if (r.values) for (const k of Object.keys(r.values)) setOwn(values, k, r.values[k]);
+        if (r.data) for (const k of Object.keys(r.data)) setOwn(data, k, r.data[k]);
+        setOwn(providers, name, r);
+      } else if (o.kind === 'timeout') {
+        diagnostics.push(
+          Object.freeze({
+            name,
+            outcome: 'timeout',
+            timeoutMs: o.timeoutMs,
+            durationMs: o.durationMs,
+          }),
+        );
+      } else {
+        diagnostics.push(
+          Object.freeze({ name, outcome: 'error', error: o.error, durationMs: o.durationMs }),
+        );
+      }
+    });
+    data.providers = Object.freeze(providers);
+    return Object.freeze({
+      text: texts.join('\n'),
+      values: Object.freeze(values),
+      data: Object.freeze(data) as Composed['data'],
+      diagnostics: Object.freeze(diagnostics),
+    });
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Creates a composer: a set of context providers, run in parallel with budgets, and a
+ * bounded LRU cache of their compositions keyed by message id, provider set and version.
+ *
+ * @example
+ * ```ts
+ * const composer = createComposer({
+ *   providers: [
+ *     { name: 'PERSONA', position: -10, get: () => ({ text: 'You are terse.', values: { persona: 'terse' } }) },
+ *     { name: 'RECENT', get: async ({ message, signal }) => ({ text: await recent(message, signal) }) },
+ *   ],
+ *   cache: { max: 1000, ttlMs: 60_000 },
+ *   timeoutMs: 3000,
+ * });
+ * const composed = await composer.compose(message, { version: thread.stateVersion });
+ * ```
+ */
+export function createComposer<M extends ComposeMessage = ComposeMessage, S = unknown>(
+  options: ComposerOptions<M, S>,
+): Composer<M, S> {
+  return new Composer<M, S>(options);
+}
