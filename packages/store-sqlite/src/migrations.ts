@@ -1,0 +1,194 @@
+import { CairnError } from '@cairn/core';
+import type { SqliteDatabase } from './sqlite-driver.js';
+
+/**
+ * The schema, as append-only numbered steps: the position in the list is the version
+ * (the first is version 1). Never edit or reorder a step that has shipped; add one.
+ */
+export const MIGRATIONS: readonly string[] = [
+  // 1: conversations
+  `
+  CREATE TABLE cairn_threads (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    resource_id TEXT,
+    title TEXT,
+    metadata TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  );
+  CREATE INDEX cairn_threads_resource ON cairn_threads (resource_id, seq);
+
+  CREATE TABLE cairn_messages (
+    id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL REFERENCES cairn_threads (id) ON DELETE CASCADE,
+    parent_id TEXT,
+    role TEXT NOT NULL,
+    type TEXT,
+    data TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    depth INTEGER NOT NULL
+  );
+  CREATE INDEX cairn_messages_thread ON cairn_messages (thread_id);
+
+  CREATE TABLE cairn_branches (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    thread_id TEXT NOT NULL REFERENCES cairn_threads (id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    head_message_id TEXT,
+    is_active INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    fork_message_id TEXT,
+    parent_branch_id TEXT,
+    UNIQUE (thread_id, name)
+  );
+
+  CREATE TABLE cairn_checkpoints (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    thread_id TEXT NOT NULL REFERENCES cairn_threads (id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    UNIQUE (thread_id, name)
+  );
+
+  CREATE TABLE cairn_state_commits (
+    branch_id TEXT NOT NULL REFERENCES cairn_branches (id) ON DELETE CASCADE,
+    thread_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    message_id TEXT,
+    message_depth INTEGER,
+    update_json TEXT NOT NULL,
+    snapshot TEXT,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (branch_id, version)
+  );
+
+  CREATE TABLE cairn_turns (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    thread_id TEXT NOT NULL REFERENCES cairn_threads (id) ON DELETE CASCADE,
+    message_id TEXT,
+    source TEXT,
+    user_id TEXT,
+    status TEXT NOT NULL,
+    state TEXT NOT NULL,
+    steps TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    finished_at INTEGER
+  );
+  CREATE INDEX cairn_turns_thread ON cairn_turns (thread_id, started_at, id);
+  CREATE INDEX cairn_turns_started ON cairn_turns (started_at);
+
+  CREATE TABLE cairn_leases (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    acquired_at INTEGER NOT NULL,
+    renewed_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    released_at INTEGER,
+    data TEXT NOT NULL
+  );
+  `,
+  // 2: long-term memory, keyword index kept in step by triggers, embedding cache
+  `
+  CREATE TABLE cairn_settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  );
+
+  CREATE TABLE cairn_memories (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    entity_id TEXT,
+    room_id TEXT,
+    world_id TEXT,
+    scope TEXT NOT NULL,
+    content TEXT NOT NULL,
+    text TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    embedding BLOB,
+    created_at INTEGER NOT NULL
+  );
+  CREATE INDEX cairn_memories_agent ON cairn_memories (agent_id);
+  CREATE INDEX cairn_memories_room ON cairn_memories (room_id);
+  CREATE INDEX cairn_memories_world ON cairn_memories (world_id);
+  CREATE INDEX cairn_memories_hash ON cairn_memories (content_hash);
+  CREATE INDEX cairn_memories_created ON cairn_memories (created_at, seq);
+
+  CREATE VIRTUAL TABLE cairn_memories_fts USING fts5 (
+    text, content = 'cairn_memories', content_rowid = 'seq', tokenize = 'unicode61 remove_diacritics 0'
+  );
+  CREATE TRIGGER cairn_memories_fts_insert AFTER INSERT ON cairn_memories BEGIN
+    INSERT INTO cairn_memories_fts (rowid, text) VALUES (new.seq, new.text);
+  END;
+  CREATE TRIGGER cairn_memories_fts_delete AFTER DELETE ON cairn_memories BEGIN
+    INSERT INTO cairn_memories_fts (cairn_memories_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+  END;
+  CREATE TRIGGER cairn_memories_fts_update AFTER UPDATE OF text ON cairn_memories BEGIN
+    INSERT INTO cairn_memories_fts (cairn_memories_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+    INSERT INTO cairn_memories_fts (rowid, text) VALUES (new.seq, new.text);
+  END;
+
+  CREATE TABLE cairn_embedding_cache (
+    embedder_id TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    embedding BLOB NOT NULL,
+    PRIMARY KEY (embedder_id, content_hash)
+  ) WITHOUT ROWID;
+  `,
+];
+
+/** The version this code writes: the number of migrations it knows. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** The version recorded in the file (0 for a file Cairn never wrote). Reads only. */
+export function readSchemaVersion(db: SqliteDatabase): number {
+  const table = db
+    .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cairn_migrations'")
+    .get();
+  if (table === undefined) return 0;
+  const row = db.prepare('SELECT max(version) AS v FROM cairn_migrations').get() as {
+    v: number | null;
+  };
+  return row.v ?? 0;
+}
+
+export function schemaTooNew(found: number): CairnError {
+  return new CairnError(
+    'SCHEMA_TOO_NEW',
+    `the database is at schema version ${found}, newer than this @cairn/store-sqlite knows (${SCHEMA_VERSION}); upgrade the package`,
+    { details: { found, supported: SCHEMA_VERSION } },
+  );
+}
+
+/**
+ * Brings the schema to `target` (default: the latest), each step in one write
+ * transaction with its record, so processes opening one file together apply it once.
+ * Refuses, changing nothing, when the file is newer than this code.
+ */
+export function runMigrations(db: SqliteDatabase, target: number = SCHEMA_VERSION): void {
+  if (readSchemaVersion(db) > SCHEMA_VERSION) throw schemaTooNew(readSchemaVersion(db));
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    db.exec(
+      'CREATE TABLE IF NOT EXISTS cairn_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+    );
+    const current = readSchemaVersion(db);
+    if (current > SCHEMA_VERSION) throw schemaTooNew(current);
+    const record = db.prepare('INSERT INTO cairn_migrations (version, applied_at) VALUES (?, ?)');
+    for (let v = current + 1; v <= target; v++) {
+      db.exec(MIGRATIONS[v - 1]!);
+      record.run(v, Date.now());
+    }
+    db.exec('COMMIT');
+  } catch (e) {
+    if (db.inTransaction) db.exec('ROLLBACK');
+    throw e;
+  }
+}
