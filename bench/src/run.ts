@@ -4,7 +4,7 @@
  *   pnpm bench                      every suite
  *   pnpm bench -- --only core,sqlite  just those (other sections of the report are kept)
  */
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -21,7 +21,9 @@ function parseOnly(argv: string[]): Set<string> | null {
 
 async function loadSuites(): Promise<Suite[]> {
   const dir = join(here, 'suites');
-  const files = readdirSync(dir).filter((f) => f.endsWith('.js')).sort();
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.js'))
+    .sort();
   const suites: Suite[] = [];
   for (const f of files) {
     const mod = (await import(pathToFileURL(join(dir, f)).href)) as { default: Suite };
@@ -57,7 +59,9 @@ async function main() {
     );
   }
   const order = suites.map((s) => s.id).filter((id) => sections.has(id));
-  const body = order.map((id) => `<!-- suite:${id} -->\n${sections.get(id)}<!-- /suite:${id} -->`).join('\n\n');
+  const body = order
+    .map((id) => `<!-- suite:${id} -->\n${sections.get(id)}<!-- /suite:${id} -->`)
+    .join('\n\n');
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   writeFileSync(
     reportPath,

@@ -5,7 +5,10 @@ const fields: Record<string, ReturnType<typeof field<unknown>>> = {};
 for (let i = 0; i < 50; i++) {
   fields[`f${i}`] =
     i % 5 === 0
-      ? (field<unknown>({ reducer: reducers.appendUnique as never, default: () => ['a', 'b', 'c'] }) as never)
+      ? (field<unknown>({
+          reducer: reducers.appendUnique as never,
+          default: () => ['a', 'b', 'c'],
+        }) as never)
       : (field<unknown>({ default: () => ({ n: i, label: `field ${i}` }) }) as never);
 }
 const Wide = defineState(fields);
@@ -20,14 +23,28 @@ const suite: Suite = {
     const rows = [
       await compare({
         name: `applyUpdate, 50 fields, 1 replaced field (${ITER} x)`,
-        baseline: { name: 'object spread', run: loop(ITER, () => ({ ...state, f1: { n: 2, label: 'changed' } })) },
-        subject: { name: 'applyUpdate', run: loop(ITER, () => applyUpdate(Wide, state, { f1: { n: 2, label: 'changed' } } as never)) },
+        baseline: {
+          name: 'object spread',
+          run: loop(ITER, () => ({ ...state, f1: { n: 2, label: 'changed' } })),
+        },
+        subject: {
+          name: 'applyUpdate',
+          run: loop(ITER, () =>
+            applyUpdate(Wide, state, { f1: { n: 2, label: 'changed' } } as never),
+          ),
+        },
         runs: 9,
       }),
       await compare({
         name: `applyUpdate, 50 fields, appendUnique of 1 item (${ITER} x)`,
-        baseline: { name: 'object spread + concat', run: loop(ITER, () => ({ ...state, f0: [...(state.f0 as string[]), 'd'] })) },
-        subject: { name: 'applyUpdate', run: loop(ITER, () => applyUpdate(Wide, state, { f0: ['d'] } as never)) },
+        baseline: {
+          name: 'object spread + concat',
+          run: loop(ITER, () => ({ ...state, f0: [...(state.f0 as string[]), 'd'] })),
+        },
+        subject: {
+          name: 'applyUpdate',
+          run: loop(ITER, () => applyUpdate(Wide, state, { f0: ['d'] } as never)),
+        },
         runs: 9,
       }),
     ];

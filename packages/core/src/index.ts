@@ -1,20 +1,26 @@
-export { CairnError, isCairnError, type CairnErrorCode } from './errors.js';
-export { assertJson, findNonJson, type JsonObject, type JsonPrimitive, type JsonValue } from './json.js';
 export { jsonEqual } from './equal.js';
+export { CairnError, type CairnErrorCode, isCairnError } from './errors.js';
 export { newId } from './ids.js';
-export * from './model.js';
-export { reducers, type MessagesUpdate, type Reducer, type RemoveMessage } from './reducers.js';
 export {
+  assertJson,
+  findNonJson,
+  type JsonObject,
+  type JsonPrimitive,
+  type JsonValue,
+} from './json.js';
+export * from './model.js';
+export { type MessagesUpdate, type Reducer, type RemoveMessage, reducers } from './reducers.js';
+export {
+  type ApplyOptions,
+  type ApplyResult,
   applyUpdate,
   asState,
   defineState,
-  field,
-  type ApplyOptions,
-  type ApplyResult,
   type FieldDef,
   type FieldOptions,
   type FieldScope,
   type Fields,
+  field,
   type StateOf,
   type StateSchema,
   type ThreadStateOf,

@@ -166,7 +166,10 @@ export interface Viewer {
  * canSee({ agentId: 'a', roomId: 'r1' }, memory);
  * ```
  */
-export function canSee(viewer: Viewer, memory: Pick<Memory, 'scope' | 'agentId' | 'roomId' | 'worldId'>): boolean {
+export function canSee(
+  viewer: Viewer,
+  memory: Pick<Memory, 'scope' | 'agentId' | 'roomId' | 'worldId'>,
+): boolean {
   switch (memory.scope) {
     case 'private':
       return memory.agentId === viewer.agentId;

@@ -52,7 +52,8 @@ function replace<T>(existing: T | undefined, update: T | undefined): T {
 
 /** Plain concatenation. */
 function append<T>(existing: T[] | undefined, update: T[] | undefined): T[] {
-  if (existing === undefined) return update === undefined ? [] : (expectArray(update, 'append') as T[]);
+  if (existing === undefined)
+    return update === undefined ? [] : (expectArray(update, 'append') as T[]);
   if (update === undefined) return existing;
   expectArray(update, 'append');
   return update.length === 0 ? existing : [...existing, ...update];
@@ -104,11 +105,14 @@ function messages<M extends { id: string }>(
   expectArray(update, 'messages');
   const out = [...(existing ?? [])];
   const index = new Map<string, number>();
-  out.forEach((m, i) => index.set(m.id, i));
+  for (const [i, m] of out.entries()) index.set(m.id, i);
   let removed = false;
   for (const item of update) {
     if (typeof item !== 'object' || item === null) {
-      throw new CairnError('INVALID_UPDATE', `messages expects items with an id, got ${describe(item)}`);
+      throw new CairnError(
+        'INVALID_UPDATE',
+        `messages expects items with an id, got ${describe(item)}`,
+      );
     }
     if ('remove' in item && !('id' in item)) {
       const at = index.get(item.remove);

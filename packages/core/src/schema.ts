@@ -11,7 +11,12 @@ export type FieldScope = 'thread' | 'turn';
  * One field of a state schema: how updates merge (`reducer`), its starting value
  * (`default`), where it lives (`scope`) and, optionally, a validator for its value.
  */
-export interface FieldDef<T, U = T, D extends boolean = boolean, S extends FieldScope = FieldScope> {
+export interface FieldDef<
+  T,
+  U = T,
+  D extends boolean = boolean,
+  S extends FieldScope = FieldScope,
+> {
   readonly reducer: Reducer<T, U>;
   readonly default: D extends true ? () => T : undefined;
   readonly scope: S;
@@ -54,7 +59,10 @@ export function field<T, U = T>(
 export function field<T, U = T>(options?: FieldOptions<T, U>): FieldDef<T, U, false, 'thread'>;
 export function field<T, U = T>(options: FieldOptions<T, U> = {}): AnyField {
   if (options.scope !== undefined && options.scope !== 'thread' && options.scope !== 'turn') {
-    throw new CairnError('INVALID_ARGUMENT', `field scope must be 'thread' or 'turn', got ${String(options.scope)}`);
+    throw new CairnError(
+      'INVALID_ARGUMENT',
+      `field scope must be 'thread' or 'turn', got ${String(options.scope)}`,
+    );
   }
   return Object.freeze({
     reducer: (options.reducer ?? reducers.replace) as Reducer<T, U>,
@@ -66,7 +74,8 @@ export function field<T, U = T>(options: FieldOptions<T, U> = {}): AnyField {
 
 export type Fields = Record<string, AnyField>;
 
-type ValueOf<F> = F extends FieldDef<infer T, any, infer D, any> ? (D extends true ? T : T | undefined) : never;
+type ValueOf<F> =
+  F extends FieldDef<infer T, any, infer D, any> ? (D extends true ? T : T | undefined) : never;
 type UpdateValueOf<F> = F extends FieldDef<any, infer U, any, any> ? U : never;
 type KeysOfScope<F extends Fields, S extends FieldScope> = {
   [K in keyof F]: F[K] extends FieldDef<any, any, any, S> ? K : never;
@@ -82,27 +91,23 @@ export interface StateSchema<F extends Fields = Fields> {
 }
 
 /** The value type of a schema's state. Fields without a default may be `undefined`. */
-export type StateOf<S extends StateSchema<any>> = S extends StateSchema<infer F>
-  ? { [K in keyof F]: ValueOf<F[K]> }
-  : never;
+export type StateOf<S extends StateSchema<any>> =
+  S extends StateSchema<infer F> ? { [K in keyof F]: ValueOf<F[K]> } : never;
 /** The partial update a schema accepts: each field takes its reducer's update type. */
-export type UpdateOf<S extends StateSchema<any>> = S extends StateSchema<infer F>
-  ? { [K in keyof F]?: UpdateValueOf<F[K]> }
-  : never;
+export type UpdateOf<S extends StateSchema<any>> =
+  S extends StateSchema<infer F> ? { [K in keyof F]?: UpdateValueOf<F[K]> } : never;
 /** Only the thread-scoped part of a state. */
-export type ThreadStateOf<S extends StateSchema<any>> = S extends StateSchema<infer F>
-  ? { [K in KeysOfScope<F, 'thread'>]: ValueOf<F[K]> }
-  : never;
-export type ThreadUpdateOf<S extends StateSchema<any>> = S extends StateSchema<infer F>
-  ? { [K in KeysOfScope<F, 'thread'>]?: UpdateValueOf<F[K]> }
-  : never;
+export type ThreadStateOf<S extends StateSchema<any>> =
+  S extends StateSchema<infer F> ? { [K in KeysOfScope<F, 'thread'>]: ValueOf<F[K]> } : never;
+export type ThreadUpdateOf<S extends StateSchema<any>> =
+  S extends StateSchema<infer F>
+    ? { [K in KeysOfScope<F, 'thread'>]?: UpdateValueOf<F[K]> }
+    : never;
 /** Only the turn-scoped part of a state. */
-export type TurnStateOf<S extends StateSchema<any>> = S extends StateSchema<infer F>
-  ? { [K in KeysOfScope<F, 'turn'>]: ValueOf<F[K]> }
-  : never;
-export type TurnUpdateOf<S extends StateSchema<any>> = S extends StateSchema<infer F>
-  ? { [K in KeysOfScope<F, 'turn'>]?: UpdateValueOf<F[K]> }
-  : never;
+export type TurnStateOf<S extends StateSchema<any>> =
+  S extends StateSchema<infer F> ? { [K in KeysOfScope<F, 'turn'>]: ValueOf<F[K]> } : never;
+export type TurnUpdateOf<S extends StateSchema<any>> =
+  S extends StateSchema<infer F> ? { [K in KeysOfScope<F, 'turn'>]?: UpdateValueOf<F[K]> } : never;
 
 /**
  * Declares a typed state schema from its fields.
@@ -180,7 +185,9 @@ export function applyUpdate<S extends StateSchema<any>>(
     if (value === undefined) continue;
     const def = (schema.fields as Fields)[name];
     if (!def) {
-      throw new CairnError('INVALID_UPDATE', `unknown state field "${name}"`, { details: { field: name } });
+      throw new CairnError('INVALID_UPDATE', `unknown state field "${name}"`, {
+        details: { field: name },
+      });
     }
     if (options.scope !== undefined && def.scope !== options.scope) {
       throw new CairnError(
@@ -209,7 +216,10 @@ export function applyUpdate<S extends StateSchema<any>>(
 function validate<T>(schema: StandardSchemaV1<unknown, T>, value: unknown, name: string): T {
   const result = schema['~standard'].validate(value);
   if (result instanceof Promise) {
-    throw new CairnError('INVALID_UPDATE', `state field "${name}": asynchronous validators are not supported`);
+    throw new CairnError(
+      'INVALID_UPDATE',
+      `state field "${name}": asynchronous validators are not supported`,
+    );
   }
   if (result.issues) {
     const issue = result.issues[0];

@@ -37,7 +37,10 @@ describe('JSON checks', () => {
     expect(findNonJson(Object.assign(Object.create(null), { a: 1 }))).toBeNull();
   });
   it('names the path of the first bad value', () => {
-    expect(findNonJson({ a: { b: [0, Symbol('s')] } }, 'data')).toEqual({ path: 'data.a.b[1]', reason: 'a symbol is not JSON' });
+    expect(findNonJson({ a: { b: [0, Symbol('s')] } }, 'data')).toEqual({
+      path: 'data.a.b[1]',
+      reason: 'a symbol is not JSON',
+    });
     expect(() => assertJson({ x: -Infinity }, 'data')).toThrowError(/data\.x/);
   });
 });

@@ -2,7 +2,7 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import {
   applyUpdate,
-  CairnError,
+  type CairnError,
   defineState,
   field,
   isCairnError,
@@ -36,7 +36,12 @@ function codeOf(fn: () => unknown): string | undefined {
 
 describe('defineState / initial', () => {
   it('fills defaults and leaves fields without one absent', () => {
-    expect(Research.initial()).toEqual({ keyInsights: [], viewedImages: {}, uploadedFiles: [], stats: { n: 0, tags: [] } });
+    expect(Research.initial()).toEqual({
+      keyInsights: [],
+      viewedImages: {},
+      uploadedFiles: [],
+      stats: { n: 0, tags: [] },
+    });
   });
   it('gives each state its own default objects', () => {
     expect(Research.initial().keyInsights).not.toBe(Research.initial().keyInsights);
@@ -44,7 +49,13 @@ describe('defineState / initial', () => {
   it('initial(scope) and keys(scope) split thread and turn fields', () => {
     expect(Research.initial('turn')).toEqual({ uploadedFiles: [] });
     expect(Research.keys('turn')).toEqual(['uploadedFiles']);
-    expect(Research.keys('thread')).toEqual(['objective', 'keyInsights', 'viewedImages', 'hypothesis', 'stats']);
+    expect(Research.keys('thread')).toEqual([
+      'objective',
+      'keyInsights',
+      'viewedImages',
+      'hypothesis',
+      'stats',
+    ]);
   });
   it('rejects a field not made with field()', () => {
     expect(codeOf(() => defineState({ x: 1 as never }))).toBe('INVALID_ARGUMENT');
@@ -55,11 +66,17 @@ describe('applyUpdate', () => {
   const s0 = Research.initial();
 
   it('runs each field through its reducer and reports what changed', () => {
-    const { state, changed } = applyUpdate(Research, s0, { objective: 'soil', keyInsights: ['a', 'b'] });
+    const { state, changed } = applyUpdate(Research, s0, {
+      objective: 'soil',
+      keyInsights: ['a', 'b'],
+    });
     expect(state.objective).toBe('soil');
     expect(state.keyInsights).toEqual(['a', 'b']);
     expect(changed).toEqual(['objective', 'keyInsights']);
-    const next = applyUpdate(Research, state, { keyInsights: ['b', 'c'], viewedImages: { x: { url: 'u' } } });
+    const next = applyUpdate(Research, state, {
+      keyInsights: ['b', 'c'],
+      viewedImages: { x: { url: 'u' } },
+    });
     expect(next.state.keyInsights).toEqual(['a', 'b', 'c']);
     expect(next.state.viewedImages).toEqual({ x: { url: 'u' } });
   });
@@ -113,9 +130,15 @@ describe('applyUpdate', () => {
   });
 
   it('rejects a turn field when asked for thread scope, and the reverse', () => {
-    expect(codeOf(() => applyUpdate(Research, s0, { uploadedFiles: ['f'] }, { scope: 'thread' }))).toBe('INVALID_UPDATE');
-    expect(codeOf(() => applyUpdate(Research, s0, { objective: 'x' }, { scope: 'turn' }))).toBe('INVALID_UPDATE');
-    expect(applyUpdate(Research, s0, { uploadedFiles: ['f'] }, { scope: 'turn' }).state.uploadedFiles).toEqual(['f']);
+    expect(
+      codeOf(() => applyUpdate(Research, s0, { uploadedFiles: ['f'] }, { scope: 'thread' })),
+    ).toBe('INVALID_UPDATE');
+    expect(codeOf(() => applyUpdate(Research, s0, { objective: 'x' }, { scope: 'turn' }))).toBe(
+      'INVALID_UPDATE',
+    );
+    expect(
+      applyUpdate(Research, s0, { uploadedFiles: ['f'] }, { scope: 'turn' }).state.uploadedFiles,
+    ).toEqual(['f']);
   });
 
   it('rejects an update that is not an object', () => {
@@ -147,18 +170,24 @@ describe('applyUpdate', () => {
   it('rejects a cycle', () => {
     const cyclic: Record<string, unknown> = { n: 1 };
     cyclic.tags = [cyclic];
-    expect(codeOf(() => applyUpdate(Research, s0, { stats: cyclic as never }))).toBe('INVALID_UPDATE');
+    expect(codeOf(() => applyUpdate(Research, s0, { stats: cyclic as never }))).toBe(
+      'INVALID_UPDATE',
+    );
   });
 
   it('applies nothing when one field of the update is bad', () => {
     const state = applyUpdate(Research, s0, { objective: 'keep' }).state;
-    expect(codeOf(() => applyUpdate(Research, state, { objective: 'changed', nope: 1 } as never))).toBe('INVALID_UPDATE');
+    expect(
+      codeOf(() => applyUpdate(Research, state, { objective: 'changed', nope: 1 } as never)),
+    ).toBe('INVALID_UPDATE');
     expect(state.objective).toBe('keep');
   });
 
   it('accepts shared (non-cyclic) references', () => {
     const tags = ['t'];
-    expect(applyUpdate(Research, s0, { stats: { n: 1, tags }, keyInsights: tags }).changed).toEqual(['stats', 'keyInsights']);
+    expect(applyUpdate(Research, s0, { stats: { n: 1, tags }, keyInsights: tags }).changed).toEqual(
+      ['stats', 'keyInsights'],
+    );
   });
 
   it('accepts a user-written reducer', () => {

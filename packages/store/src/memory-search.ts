@@ -28,7 +28,8 @@ export function matchesMemoryFilter(memory: Memory, filter: MemoryFilter = {}): 
   if (filter.contentHashes && !filter.contentHashes.includes(memory.contentHash)) return false;
   if (filter.ids && !filter.ids.includes(memory.id)) return false;
   if (filter.createdAfter !== undefined && !(memory.createdAt > filter.createdAfter)) return false;
-  if (filter.createdBefore !== undefined && !(memory.createdAt < filter.createdBefore)) return false;
+  if (filter.createdBefore !== undefined && !(memory.createdAt < filter.createdBefore))
+    return false;
   return true;
 }
 

@@ -14,8 +14,8 @@ import { ChangeEmitter } from './emitter.js';
 import { AsyncLock } from './lock.js';
 import { cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
 import type {
-  AcquireLeaseInput,
   AcquiredLease,
+  AcquireLeaseInput,
   ChainOptions,
   EmbeddingSpace,
   LatestCommitQuery,
@@ -143,7 +143,9 @@ class Operations {
   createThread(input: NewThread): Thread {
     const t = checkNewThread(input, this.now());
     if (this.data.threads.has(t.id)) {
-      throw new CairnError('CONFLICT', `thread ${JSON.stringify(t.id)} already exists`, { details: { id: t.id } });
+      throw new CairnError('CONFLICT', `thread ${JSON.stringify(t.id)} already exists`, {
+        details: { id: t.id },
+      });
     }
     this.data.threads.set(t.id, { ...copy(t), seq: ++this.data.seq });
     this.#touch(t.id, 'thread');
@@ -164,13 +166,21 @@ class Operations {
   }
   listThreads(options: ListThreadsOptions = {}): Page<Thread> {
     const limit = checkLimit(options.limit, 'limit', 50, 1000);
-    const after = options.cursor == null ? Number.POSITIVE_INFINITY : Number(decodeCursor(options.cursor)[0]);
+    const after =
+      options.cursor == null ? Number.POSITIVE_INFINITY : Number(decodeCursor(options.cursor)[0]);
     const rows = [...this.data.threads.values()]
-      .filter((t) => (options.resourceId === undefined || t.resourceId === options.resourceId) && t.seq < after)
+      .filter(
+        (t) =>
+          (options.resourceId === undefined || t.resourceId === options.resourceId) &&
+          t.seq < after,
+      )
       .sort((a, b) => b.seq - a.seq);
     const items = rows.slice(0, limit);
     const last = items[items.length - 1];
-    return { items: items.map(stripSeq), nextCursor: rows.length > limit && last ? encodeCursor([last.seq]) : null };
+    return {
+      items: items.map(stripSeq),
+      nextCursor: rows.length > limit && last ? encodeCursor([last.seq]) : null,
+    };
   }
   deleteThread(id: string): boolean {
     checkId(id, 'thread id');
@@ -200,7 +210,8 @@ class Operations {
     const threadIds = new Set(lookups.threadIds.filter((id) => this.data.threads.has(id)));
     const planned = planMessageBatch(drafts, { threadIds, messages });
     for (const m of planned) this.data.messages.set(m.id, copy(m));
-    for (const threadId of new Set(planned.map((m) => m.threadId))) this.#touch(threadId, 'messages');
+    for (const threadId of new Set(planned.map((m) => m.threadId)))
+      this.#touch(threadId, 'messages');
     return planned;
   }
   getMessage(id: string): Message | null {
@@ -208,9 +219,20 @@ class Operations {
     return m ? copy(m) : null;
   }
   getChain(headId: string, options: ChainOptions = {}): Message[] {
-    const limit = checkLimit(options.limit, 'limit', Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
-    if (options.beforeDepth !== undefined && (!Number.isInteger(options.beforeDepth) || options.beforeDepth < 0)) {
-      throw new CairnError('INVALID_ARGUMENT', `beforeDepth must be an integer >= 0, got ${options.beforeDepth}`);
+    const limit = checkLimit(
+      options.limit,
+      'limit',
+      Number.MAX_SAFE_INTEGER,
+      Number.MAX_SAFE_INTEGER,
+    );
+    if (
+      options.beforeDepth !== undefined &&
+      (!Number.isInteger(options.beforeDepth) || options.beforeDepth < 0)
+    ) {
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `beforeDepth must be an integer >= 0, got ${options.beforeDepth}`,
+      );
     }
     let m: Message | undefined = this.#message(checkId(headId, 'head id'));
     while (m && options.beforeDepth !== undefined && m.depth >= options.beforeDepth) {
@@ -227,17 +249,29 @@ class Operations {
   createBranch(input: NewBranch): Branch {
     const b = checkNewBranch(input, this.now());
     this.#thread(b.threadId);
-    if (this.data.branches.has(b.id)) throw new CairnError('CONFLICT', `branch id ${JSON.stringify(b.id)} already exists`);
+    if (this.data.branches.has(b.id))
+      throw new CairnError('CONFLICT', `branch id ${JSON.stringify(b.id)} already exists`);
     if (b.headMessageId !== null) {
       const head = this.#message(b.headMessageId);
-      if (head.threadId !== b.threadId) throw new CairnError('INVALID_ARGUMENT', `head message ${JSON.stringify(b.headMessageId)} belongs to another thread`);
+      if (head.threadId !== b.threadId)
+        throw new CairnError(
+          'INVALID_ARGUMENT',
+          `head message ${JSON.stringify(b.headMessageId)} belongs to another thread`,
+        );
     }
-    if (b.parentBranchId !== null && this.data.branches.get(b.parentBranchId)?.threadId !== b.threadId) {
+    if (
+      b.parentBranchId !== null &&
+      this.data.branches.get(b.parentBranchId)?.threadId !== b.threadId
+    ) {
       throw notFound('parent branch', b.parentBranchId);
     }
     const siblings = [...this.data.branches.values()].filter((x) => x.threadId === b.threadId);
     if (siblings.some((x) => x.name === b.name)) {
-      throw new CairnError('CONFLICT', `branch ${JSON.stringify(b.name)} already exists in this thread`, { details: { name: b.name } });
+      throw new CairnError(
+        'CONFLICT',
+        `branch ${JSON.stringify(b.name)} already exists in this thread`,
+        { details: { name: b.name } },
+      );
     }
     const activate = b.activate || siblings.length === 0;
     if (activate) for (const s of siblings) s.isActive = false;
@@ -250,7 +284,8 @@ class Operations {
   getBranch(threadId: string, name: string): Branch | null {
     checkId(threadId, 'threadId');
     checkName(name, 'branch name');
-    for (const b of this.data.branches.values()) if (b.threadId === threadId && b.name === name) return copy(b);
+    for (const b of this.data.branches.values())
+      if (b.threadId === threadId && b.name === name) return copy(b);
     return null;
   }
   getBranchById(id: string): Branch | null {
@@ -259,16 +294,21 @@ class Operations {
   }
   listBranches(threadId: string): Branch[] {
     checkId(threadId, 'threadId');
-    return [...this.data.branches.values()].filter((b) => b.threadId === threadId).sort((a, b) => a.seq - b.seq).map(copy);
+    return [...this.data.branches.values()]
+      .filter((b) => b.threadId === threadId)
+      .sort((a, b) => a.seq - b.seq)
+      .map(copy);
   }
   getActiveBranch(threadId: string): Branch | null {
     checkId(threadId, 'threadId');
-    for (const b of this.data.branches.values()) if (b.threadId === threadId && b.isActive) return copy(b);
+    for (const b of this.data.branches.values())
+      if (b.threadId === threadId && b.isActive) return copy(b);
     return null;
   }
   setActiveBranch(branchId: string): Branch {
     const b = this.#branch(checkId(branchId, 'branch id'));
-    for (const x of this.data.branches.values()) if (x.threadId === b.threadId) x.isActive = x === b;
+    for (const x of this.data.branches.values())
+      if (x.threadId === b.threadId) x.isActive = x === b;
     this.#touch(b.threadId, 'branch', b.id);
     return copy(b);
   }
@@ -276,11 +316,19 @@ class Operations {
     const b = this.#branch(checkId(branchId, 'branch id'));
     if (expectedHeadId !== null) checkId(expectedHeadId, 'expectedHeadId');
     const head = this.#message(checkId(newHeadId, 'new head id'));
-    if (head.threadId !== b.threadId) throw new CairnError('INVALID_ARGUMENT', `message ${JSON.stringify(newHeadId)} belongs to another thread`);
+    if (head.threadId !== b.threadId)
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `message ${JSON.stringify(newHeadId)} belongs to another thread`,
+      );
     if (b.headMessageId !== expectedHeadId) {
-      throw new CairnError('CONFLICT', `branch ${JSON.stringify(b.name)} head is ${JSON.stringify(b.headMessageId)}, not ${JSON.stringify(expectedHeadId)}`, {
-        details: { branchId: b.id, headMessageId: b.headMessageId },
-      });
+      throw new CairnError(
+        'CONFLICT',
+        `branch ${JSON.stringify(b.name)} head is ${JSON.stringify(b.headMessageId)}, not ${JSON.stringify(expectedHeadId)}`,
+        {
+          details: { branchId: b.id, headMessageId: b.headMessageId },
+        },
+      );
     }
     b.headMessageId = newHeadId;
     this.#touch(b.threadId, 'branch', b.id);
@@ -291,7 +339,11 @@ class Operations {
     const c = checkNewCheckpoint(input, this.now());
     this.#thread(c.threadId);
     const m = this.#message(c.messageId);
-    if (m.threadId !== c.threadId) throw new CairnError('INVALID_ARGUMENT', `message ${JSON.stringify(c.messageId)} belongs to another thread`);
+    if (m.threadId !== c.threadId)
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `message ${JSON.stringify(c.messageId)} belongs to another thread`,
+      );
     for (const existing of this.data.checkpoints.values()) {
       if (existing.threadId === c.threadId && existing.name === c.name) {
         existing.messageId = c.messageId;
@@ -306,12 +358,16 @@ class Operations {
   getCheckpoint(threadId: string, name: string): Checkpoint | null {
     checkId(threadId, 'threadId');
     checkName(name, 'checkpoint name');
-    for (const c of this.data.checkpoints.values()) if (c.threadId === threadId && c.name === name) return stripSeq(c);
+    for (const c of this.data.checkpoints.values())
+      if (c.threadId === threadId && c.name === name) return stripSeq(c);
     return null;
   }
   listCheckpoints(threadId: string): Checkpoint[] {
     checkId(threadId, 'threadId');
-    return [...this.data.checkpoints.values()].filter((c) => c.threadId === threadId).sort((a, b) => a.seq - b.seq).map(stripSeq);
+    return [...this.data.checkpoints.values()]
+      .filter((c) => c.threadId === threadId)
+      .sort((a, b) => a.seq - b.seq)
+      .map(stripSeq);
   }
   deleteCheckpoint(threadId: string, name: string): boolean {
     checkId(threadId, 'threadId');
@@ -331,14 +387,21 @@ class Operations {
     const b = this.#branch(c.branchId);
     const depth = c.messageId === null ? null : this.#message(c.messageId).depth;
     if (c.messageId !== null && this.data.messages.get(c.messageId)!.threadId !== b.threadId) {
-      throw new CairnError('INVALID_ARGUMENT', `message ${JSON.stringify(c.messageId)} belongs to another thread`);
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `message ${JSON.stringify(c.messageId)} belongs to another thread`,
+      );
     }
     const list = this.data.commits.get(b.id) ?? [];
     const latest = list.length;
     if (latest !== expectedVersion) {
-      throw new CairnError('CONFLICT', `branch ${JSON.stringify(b.name)} is at state version ${latest}, not ${expectedVersion}`, {
-        details: { branchId: b.id, version: latest },
-      });
+      throw new CairnError(
+        'CONFLICT',
+        `branch ${JSON.stringify(b.name)} is at state version ${latest}, not ${expectedVersion}`,
+        {
+          details: { branchId: b.id, version: latest },
+        },
+      );
     }
     const commit: StateCommit = {
       branchId: b.id,
@@ -359,7 +422,9 @@ class Operations {
     this.#branch(checkId(branchId, 'branch id'));
     const from = range.fromVersion ?? 1;
     const to = range.toVersion ?? Number.MAX_SAFE_INTEGER;
-    return (this.data.commits.get(branchId) ?? []).filter((c) => c.version >= from && c.version <= to).map(copy);
+    return (this.data.commits.get(branchId) ?? [])
+      .filter((c) => c.version >= from && c.version <= to)
+      .map(copy);
   }
   getLatestStateCommit(branchId: string, query: LatestCommitQuery = {}): StateCommit | null {
     this.#branch(checkId(branchId, 'branch id'));
@@ -368,7 +433,8 @@ class Operations {
       const c = list[i]!;
       if (query.maxVersion !== undefined && c.version > query.maxVersion) continue;
       if (query.withSnapshot && c.snapshot === null) continue;
-      if (query.maxMessageDepth !== undefined && (c.messageDepth ?? -1) > query.maxMessageDepth) continue;
+      if (query.maxMessageDepth !== undefined && (c.messageDepth ?? -1) > query.maxMessageDepth)
+        continue;
       return copy(c);
     }
     return null;
@@ -397,7 +463,8 @@ class Operations {
     return this.data.turns.delete(checkId(id, 'turn id'));
   }
   purgeTurns(options: { before: number; threadId?: string }): number {
-    if (typeof options?.before !== 'number') throw new CairnError('INVALID_ARGUMENT', 'purgeTurns needs `before` (a timestamp)');
+    if (typeof options?.before !== 'number')
+      throw new CairnError('INVALID_ARGUMENT', 'purgeTurns needs `before` (a timestamp)');
     let n = 0;
     for (const [k, t] of this.data.turns) {
       if (t.status === 'running' || t.startedAt >= options.before) continue;
@@ -417,14 +484,27 @@ class Operations {
   renewLease(key: string, owner: string, ttlMs: number, data?: JsonObject): Lease {
     checkName(key, 'lease key');
     checkName(owner, 'lease owner');
-    const lease = planLeaseRenew(this.data.leases.get(key) ?? null, key, owner, checkTtl(ttlMs), checkLeaseData(data), this.now());
+    const lease = planLeaseRenew(
+      this.data.leases.get(key) ?? null,
+      key,
+      owner,
+      checkTtl(ttlMs),
+      checkLeaseData(data),
+      this.now(),
+    );
     this.data.leases.set(key, copy(lease));
     return lease;
   }
   releaseLease(key: string, owner: string, data?: JsonObject): Lease {
     checkName(key, 'lease key');
     checkName(owner, 'lease owner');
-    const lease = planLeaseRelease(this.data.leases.get(key) ?? null, key, owner, checkLeaseData(data), this.now());
+    const lease = planLeaseRelease(
+      this.data.leases.get(key) ?? null,
+      key,
+      owner,
+      checkLeaseData(data),
+      this.now(),
+    );
     this.data.leases.set(key, copy(lease));
     return lease;
   }
@@ -436,11 +516,13 @@ class Operations {
   addMemories(batch: NewMemory[]): Memory[] {
     const memories = normalizeNewMemories(batch, this.now());
     for (const m of memories) {
-      if (this.data.memories.has(m.id)) throw new CairnError('CONFLICT', `memory id ${JSON.stringify(m.id)} is already used`);
+      if (this.data.memories.has(m.id))
+        throw new CairnError('CONFLICT', `memory id ${JSON.stringify(m.id)} is already used`);
       if (m.embedding) checkVectorWidth(this.data.space, m.embedding, `memory ${m.id} embedding`);
     }
     const first = memories.find((m) => m.embedding);
-    if (first && !this.data.space) this.data.space = { embedderId: null, dimensions: first.embedding!.length };
+    if (first && !this.data.space)
+      this.data.space = { embedderId: null, dimensions: first.embedding!.length };
     for (const m of memories) this.data.memories.set(m.id, { ...copy(m), seq: ++this.data.seq });
     return memories;
   }
@@ -463,7 +545,8 @@ class Operations {
     return stripSeq(m);
   }
   deleteMemories(ids: string[]): number {
-    if (!Array.isArray(ids)) throw new CairnError('INVALID_ARGUMENT', 'deleteMemories expects an array of ids');
+    if (!Array.isArray(ids))
+      throw new CairnError('INVALID_ARGUMENT', 'deleteMemories expects an array of ids');
     let n = 0;
     for (const id of ids) if (this.data.memories.delete(checkId(id, 'memory id'))) n++;
     return n;
@@ -518,7 +601,9 @@ class Operations {
         if (tf === 0) continue;
         const d = df.get(t)!;
         const idf = Math.log(1 + (n - d + 0.5) / (d + 0.5));
-        score += (idf * tf * (BM25_K1 + 1)) / (tf + BM25_K1 * (1 - BM25_B + (BM25_B * toks.length) / avgdl));
+        score +=
+          (idf * tf * (BM25_K1 + 1)) /
+          (tf + BM25_K1 * (1 - BM25_B + (BM25_B * toks.length) / avgdl));
       }
       if (score > 0) out.push({ m, score });
     }
@@ -541,13 +626,17 @@ class Operations {
     }
     return out;
   }
-  putCachedEmbeddings(embedderId: string, entries: Array<{ contentHash: string; embedding: number[] }>): void {
+  putCachedEmbeddings(
+    embedderId: string,
+    entries: Array<{ contentHash: string; embedding: number[] }>,
+  ): void {
     checkId(embedderId, 'embedderId');
     for (const e of entries) {
       checkId(e.contentHash, 'contentHash');
       checkVectorWidth(this.data.space, e.embedding, 'cached embedding');
     }
-    for (const e of entries) this.data.embeddingCache.set(`${embedderId}\u0000${e.contentHash}`, [...e.embedding]);
+    for (const e of entries)
+      this.data.embeddingCache.set(`${embedderId}\u0000${e.contentHash}`, [...e.embedding]);
   }
 }
 
@@ -608,7 +697,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
               throw e;
             }
           });
-    facade.subscribe = (threadId: string, listener: StoreListener) => emitter.subscribe(threadId, listener);
+    facade.subscribe = (threadId: string, listener: StoreListener) =>
+      emitter.subscribe(threadId, listener);
     facade.migrate = async () => guard();
     facade.close = async () => {
       closed = true;

@@ -321,7 +321,10 @@ export interface Store {
   getEmbeddingSpace(): Promise<EmbeddingSpace | null>;
   /** Cached embeddings by content hash, for one embedder. */
   getCachedEmbeddings(embedderId: string, contentHashes: string[]): Promise<Map<string, number[]>>;
-  putCachedEmbeddings(embedderId: string, entries: Array<{ contentHash: string; embedding: number[] }>): Promise<void>;
+  putCachedEmbeddings(
+    embedderId: string,
+    entries: Array<{ contentHash: string; embedding: number[] }>,
+  ): Promise<void>;
 
   // lifecycle
   /**

@@ -39,7 +39,8 @@ const invalid = (message: string, details?: Record<string, unknown>) =>
   new CairnError('INVALID_ARGUMENT', message, details ? { details } : {});
 
 function show(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === 'string')
+    return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
   if (typeof value === 'bigint') return `${value}n`;
   try {
     return JSON.stringify(value) ?? String(value);
@@ -51,7 +52,9 @@ function show(value: unknown): string {
 /** A non-empty string of at most 200 characters. */
 export function checkId(value: unknown, label: string): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_NAME_LENGTH) {
-    throw invalid(`${label} must be a non-empty string of at most ${MAX_NAME_LENGTH} characters, got ${show(value)}`);
+    throw invalid(
+      `${label} must be a non-empty string of at most ${MAX_NAME_LENGTH} characters, got ${show(value)}`,
+    );
   }
   return value;
 }
@@ -70,7 +73,8 @@ export function checkName(value: unknown, label: string): string {
 
 function checkOptionalString(value: unknown, label: string): string | null {
   if (value === undefined || value === null) return null;
-  if (typeof value !== 'string') throw invalid(`${label} must be a string or null, got ${show(value)}`);
+  if (typeof value !== 'string')
+    throw invalid(`${label} must be a string or null, got ${show(value)}`);
   return value;
 }
 
@@ -95,7 +99,9 @@ export function checkLimit(value: unknown, label: string, fallback: number, max:
 export function checkTimestamp(value: unknown, label: string, fallback: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isFinite(value)) {
-    throw invalid(`${label} must be a finite number (milliseconds since the epoch), got ${show(value)}`);
+    throw invalid(
+      `${label} must be a finite number (milliseconds since the epoch), got ${show(value)}`,
+    );
   }
   return value;
 }
@@ -135,11 +141,14 @@ export function normalizeNewMessages(batch: NewMessage[], now: number): MessageD
     if (typeof m !== 'object' || m === null) throw invalid(`${at} must be an object`);
     const id = m.id === undefined ? newId() : checkId(m.id, `${at}.id`);
     if (seen.has(id)) {
-      throw new CairnError('CONFLICT', `${at}.id ${show(id)} appears twice in the batch`, { details: { id } });
+      throw new CairnError('CONFLICT', `${at}.id ${show(id)} appears twice in the batch`, {
+        details: { id },
+      });
     }
     seen.add(id);
     const parentId = m.parentId === null ? null : checkId(m.parentId, `${at}.parentId`);
-    if (parentId === id) throw invalid(`${at}: message ${show(id)} cannot be its own parent`, { id });
+    if (parentId === id)
+      throw invalid(`${at}: message ${show(id)} cannot be its own parent`, { id });
     if (m.data === undefined) throw invalid(`${at}.data is required (any JSON value)`);
     assertJson(m.data, `${at}.data`);
     return {
@@ -155,7 +164,10 @@ export function normalizeNewMessages(batch: NewMessage[], now: number): MessageD
 }
 
 /** The ids an adapter must look up before calling `planMessageBatch`. */
-export function messageBatchLookups(drafts: MessageDraft[]): { threadIds: string[]; messageIds: string[] } {
+export function messageBatchLookups(drafts: MessageDraft[]): {
+  threadIds: string[];
+  messageIds: string[];
+} {
   const threadIds = new Set<string>();
   const messageIds = new Set<string>();
   for (const d of drafts) {
@@ -181,12 +193,18 @@ export function planMessageBatch(
   return drafts.map((d, i) => {
     const at = `messages[${i}]`;
     if (!known.threadIds.has(d.threadId)) {
-      throw new CairnError('NOT_FOUND', `${at}: thread ${show(d.threadId)} not found`, { details: { threadId: d.threadId } });
+      throw new CairnError('NOT_FOUND', `${at}: thread ${show(d.threadId)} not found`, {
+        details: { threadId: d.threadId },
+      });
     }
     if (known.messages.has(d.id)) {
-      throw new CairnError('CONFLICT', `${at}: message id ${show(d.id)} is already used; messages are immutable`, {
-        details: { id: d.id },
-      });
+      throw new CairnError(
+        'CONFLICT',
+        `${at}: message id ${show(d.id)} is already used; messages are immutable`,
+        {
+          details: { id: d.id },
+        },
+      );
     }
     let depth = 0;
     if (d.parentId !== null) {
@@ -197,7 +215,9 @@ export function planMessageBatch(
         });
       }
       if (parent.threadId !== d.threadId) {
-        throw invalid(`${at}: parent message ${show(d.parentId)} belongs to another thread`, { parentId: d.parentId });
+        throw invalid(`${at}: parent message ${show(d.parentId)} belongs to another thread`, {
+          parentId: d.parentId,
+        });
       }
       depth = parent.depth + 1;
     }
@@ -206,23 +226,29 @@ export function planMessageBatch(
   });
 }
 
-export function checkNewBranch(input: NewBranch, now: number): Omit<Branch, 'seq' | 'isActive'> & { activate: boolean } {
+export function checkNewBranch(
+  input: NewBranch,
+  now: number,
+): Omit<Branch, 'seq' | 'isActive'> & { activate: boolean } {
   if (typeof input !== 'object' || input === null) throw invalid('branch input must be an object');
-  const headMessageId = input.headMessageId === null ? null : checkId(input.headMessageId, 'headMessageId');
+  const headMessageId =
+    input.headMessageId === null ? null : checkId(input.headMessageId, 'headMessageId');
   return {
     id: input.id === undefined ? newId() : checkId(input.id, 'branch id'),
     threadId: checkId(input.threadId, 'threadId'),
     name: checkName(input.name, 'branch name'),
     headMessageId,
     forkMessageId: headMessageId,
-    parentBranchId: input.parentBranchId == null ? null : checkId(input.parentBranchId, 'parentBranchId'),
+    parentBranchId:
+      input.parentBranchId == null ? null : checkId(input.parentBranchId, 'parentBranchId'),
     createdAt: now,
     activate: input.activate === true,
   };
 }
 
 export function checkNewCheckpoint(input: NewCheckpoint, now: number): Checkpoint {
-  if (typeof input !== 'object' || input === null) throw invalid('checkpoint input must be an object');
+  if (typeof input !== 'object' || input === null)
+    throw invalid('checkpoint input must be an object');
   return {
     id: newId(),
     threadId: checkId(input.threadId, 'threadId'),
@@ -232,8 +258,12 @@ export function checkNewCheckpoint(input: NewCheckpoint, now: number): Checkpoin
   };
 }
 
-export function checkStateCommit(commit: NewStateCommit, expectedVersion: number): NewStateCommit & { snapshot: JsonObject | null } {
-  if (typeof commit !== 'object' || commit === null) throw invalid('state commit must be an object');
+export function checkStateCommit(
+  commit: NewStateCommit,
+  expectedVersion: number,
+): NewStateCommit & { snapshot: JsonObject | null } {
+  if (typeof commit !== 'object' || commit === null)
+    throw invalid('state commit must be an object');
   if (!Number.isInteger(expectedVersion) || expectedVersion < 0) {
     throw invalid(`expectedVersion must be an integer >= 0, got ${show(expectedVersion)}`);
   }
@@ -251,7 +281,8 @@ export function checkTurn(turn: Turn): Turn {
   if (typeof turn !== 'object' || turn === null) throw invalid('turn must be an object');
   checkId(turn.id, 'turn id');
   checkId(turn.threadId, 'threadId');
-  if (!TURN_STATUSES.has(turn.status)) throw invalid(`turn status must be running, finished or failed, got ${show(turn.status)}`);
+  if (!TURN_STATUSES.has(turn.status))
+    throw invalid(`turn status must be running, finished or failed, got ${show(turn.status)}`);
   checkObject(turn.state, 'turn state');
   if (!Array.isArray(turn.steps)) throw invalid('turn steps must be an array');
   assertJson(turn.steps, 'turn steps');
@@ -302,40 +333,94 @@ export function planLeaseAcquire(
 ): { lease: Lease; tookOver: Lease | null } {
   const live = current !== null && current.releasedAt === null && current.expiresAt > now;
   if (live && current.owner !== input.owner) {
-    throw new CairnError('CONFLICT', `lease ${show(input.key)} is held by ${show(current.owner)} until ${new Date(current.expiresAt).toISOString()}`, {
-      details: { key: input.key, owner: current.owner, expiresAt: current.expiresAt },
-    });
+    throw new CairnError(
+      'CONFLICT',
+      `lease ${show(input.key)} is held by ${show(current.owner)} until ${new Date(current.expiresAt).toISOString()}`,
+      {
+        details: { key: input.key, owner: current.owner, expiresAt: current.expiresAt },
+      },
+    );
   }
   if (live) {
     return {
-      lease: { ...current, renewedAt: now, expiresAt: now + input.ttlMs, data: { ...current.data, ...input.data } },
+      lease: {
+        ...current,
+        renewedAt: now,
+        expiresAt: now + input.ttlMs,
+        data: { ...current.data, ...input.data },
+      },
       tookOver: null,
     };
   }
   const expired = current !== null && current.releasedAt === null ? current : null;
   return {
-    lease: { key: input.key, owner: input.owner, acquiredAt: now, renewedAt: now, expiresAt: now + input.ttlMs, releasedAt: null, data: input.data },
+    lease: {
+      key: input.key,
+      owner: input.owner,
+      acquiredAt: now,
+      renewedAt: now,
+      expiresAt: now + input.ttlMs,
+      releasedAt: null,
+      data: input.data,
+    },
     tookOver: expired,
   };
 }
 
 /** The rule for `renewLease`: a live lease held by `owner`. */
-export function planLeaseRenew(current: Lease | null, key: string, owner: string, ttlMs: number, data: JsonObject | undefined, now: number): Lease {
-  if (!current) throw new CairnError('NOT_FOUND', `lease ${show(key)} not found`, { details: { key } });
+export function planLeaseRenew(
+  current: Lease | null,
+  key: string,
+  owner: string,
+  ttlMs: number,
+  data: JsonObject | undefined,
+  now: number,
+): Lease {
+  if (!current)
+    throw new CairnError('NOT_FOUND', `lease ${show(key)} not found`, { details: { key } });
   if (current.owner !== owner || current.releasedAt !== null || current.expiresAt <= now) {
-    const why = current.owner !== owner ? `is held by ${show(current.owner)}` : current.releasedAt !== null ? 'was released' : 'expired';
-    throw new CairnError('CONFLICT', `lease ${show(key)} ${why}; ${show(owner)} no longer holds it`, { details: { key, owner: current.owner } });
+    const why =
+      current.owner !== owner
+        ? `is held by ${show(current.owner)}`
+        : current.releasedAt !== null
+          ? 'was released'
+          : 'expired';
+    throw new CairnError(
+      'CONFLICT',
+      `lease ${show(key)} ${why}; ${show(owner)} no longer holds it`,
+      { details: { key, owner: current.owner } },
+    );
   }
-  return { ...current, renewedAt: now, expiresAt: now + ttlMs, data: data ? { ...current.data, ...data } : current.data };
+  return {
+    ...current,
+    renewedAt: now,
+    expiresAt: now + ttlMs,
+    data: data ? { ...current.data, ...data } : current.data,
+  };
 }
 
 /** The rule for `releaseLease`: only the owner releases; releasing twice is harmless. */
-export function planLeaseRelease(current: Lease | null, key: string, owner: string, data: JsonObject | undefined, now: number): Lease {
-  if (!current) throw new CairnError('NOT_FOUND', `lease ${show(key)} not found`, { details: { key } });
+export function planLeaseRelease(
+  current: Lease | null,
+  key: string,
+  owner: string,
+  data: JsonObject | undefined,
+  now: number,
+): Lease {
+  if (!current)
+    throw new CairnError('NOT_FOUND', `lease ${show(key)} not found`, { details: { key } });
   if (current.owner !== owner) {
-    throw new CairnError('CONFLICT', `lease ${show(key)} is held by ${show(current.owner)}, not ${show(owner)}`, { details: { key, owner: current.owner } });
+    throw new CairnError(
+      'CONFLICT',
+      `lease ${show(key)} is held by ${show(current.owner)}, not ${show(owner)}`,
+      { details: { key, owner: current.owner } },
+    );
   }
-  return { ...current, releasedAt: current.releasedAt ?? now, data: data ? { ...current.data, ...data } : current.data };
+  return {
+    ...current,
+    releasedAt: current.releasedAt ?? now,
+    data: data ? { ...current.data, ...data } : current.data,
+  };
 }
 
 /** SHA-256 of a memory's text, hex. */
@@ -344,7 +429,11 @@ export function contentHash(text: string): string {
 }
 
 function checkVector(value: unknown, label: string): number[] {
-  if (!Array.isArray(value) || value.length === 0 || !value.every((x) => typeof x === 'number' && Number.isFinite(x))) {
+  if (
+    !Array.isArray(value) ||
+    value.length === 0 ||
+    !value.every((x) => typeof x === 'number' && Number.isFinite(x))
+  ) {
     throw invalid(`${label} must be a non-empty array of finite numbers`);
   }
   return value;
@@ -364,16 +453,22 @@ export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] 
     const at = `memories[${i}]`;
     if (typeof m !== 'object' || m === null) throw invalid(`${at} must be an object`);
     const type = m.type ?? 'custom';
-    if (!MEMORY_TYPES.includes(type)) throw invalid(`${at}.type must be one of ${MEMORY_TYPES.join(', ')}, got ${show(type)}`);
+    if (!MEMORY_TYPES.includes(type))
+      throw invalid(`${at}.type must be one of ${MEMORY_TYPES.join(', ')}, got ${show(type)}`);
     const scope = m.scope ?? 'private';
-    if (!MEMORY_SCOPES.includes(scope)) throw invalid(`${at}.scope must be one of ${MEMORY_SCOPES.join(', ')}, got ${show(scope)}`);
+    if (!MEMORY_SCOPES.includes(scope))
+      throw invalid(`${at}.scope must be one of ${MEMORY_SCOPES.join(', ')}, got ${show(scope)}`);
     const content = checkContent(m.content, `${at}.content`);
     const embedding = m.embedding == null ? null : checkVector(m.embedding, `${at}.embedding`);
     if (embedding) {
       if (width !== undefined && embedding.length !== width) {
-        throw new CairnError('EMBEDDING_MISMATCH', `${at}.embedding has ${embedding.length} dimensions; the batch's others have ${width}`, {
-          details: { expected: width, actual: embedding.length },
-        });
+        throw new CairnError(
+          'EMBEDDING_MISMATCH',
+          `${at}.embedding has ${embedding.length} dimensions; the batch's others have ${width}`,
+          {
+            details: { expected: width, actual: embedding.length },
+          },
+        );
       }
       width = embedding.length;
     }
@@ -387,12 +482,17 @@ export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] 
       scope,
       content,
       metadata: m.metadata === undefined ? {} : checkObject(m.metadata, `${at}.metadata`),
-      contentHash: m.contentHash === undefined ? contentHash(content.text) : checkId(m.contentHash, `${at}.contentHash`),
+      contentHash:
+        m.contentHash === undefined
+          ? contentHash(content.text)
+          : checkId(m.contentHash, `${at}.contentHash`),
       embedding,
       createdAt: checkTimestamp(m.createdAt, `${at}.createdAt`, now),
     };
-    if (scope === 'room' && memory.roomId === null) throw invalid(`${at}: a room-scoped memory needs a roomId`);
-    if (scope === 'shared' && memory.worldId === null) throw invalid(`${at}: a shared memory needs a worldId`);
+    if (scope === 'room' && memory.roomId === null)
+      throw invalid(`${at}: a room-scoped memory needs a roomId`);
+    if (scope === 'shared' && memory.worldId === null)
+      throw invalid(`${at}: a shared memory needs a worldId`);
     return memory;
   });
 }
@@ -402,46 +502,59 @@ export function checkMemoryPatch(patch: MemoryPatch): MemoryPatch {
   const out: MemoryPatch = {};
   if (patch.content !== undefined) {
     out.content = checkContent(patch.content, 'content');
-    out.contentHash = patch.contentHash === undefined ? contentHash(out.content.text) : checkId(patch.contentHash, 'contentHash');
+    out.contentHash =
+      patch.contentHash === undefined
+        ? contentHash(out.content.text)
+        : checkId(patch.contentHash, 'contentHash');
   } else if (patch.contentHash !== undefined) {
     out.contentHash = checkId(patch.contentHash, 'contentHash');
   }
   if (patch.metadata !== undefined) out.metadata = checkObject(patch.metadata, 'metadata');
-  if (patch.embedding !== undefined) out.embedding = patch.embedding === null ? null : checkVector(patch.embedding, 'embedding');
+  if (patch.embedding !== undefined)
+    out.embedding = patch.embedding === null ? null : checkVector(patch.embedding, 'embedding');
   return out;
 }
 
 function checkStringList(value: unknown, label: string): string[] {
-  if (!Array.isArray(value) || !value.every((x) => typeof x === 'string')) throw invalid(`${label} must be an array of strings`);
+  if (!Array.isArray(value) || !value.every((x) => typeof x === 'string'))
+    throw invalid(`${label} must be an array of strings`);
   return value;
 }
 
 export function checkMemoryFilter(filter: MemoryFilter | undefined): MemoryFilter {
   if (filter === undefined) return {};
-  if (typeof filter !== 'object' || filter === null) throw invalid('memory filter must be an object');
+  if (typeof filter !== 'object' || filter === null)
+    throw invalid('memory filter must be an object');
   if (filter.viewer !== undefined) {
-    if (typeof filter.viewer !== 'object' || filter.viewer === null) throw invalid('filter.viewer must be an object');
+    if (typeof filter.viewer !== 'object' || filter.viewer === null)
+      throw invalid('filter.viewer must be an object');
     checkId(filter.viewer.agentId, 'filter.viewer.agentId');
     checkOptionalString(filter.viewer.roomId, 'filter.viewer.roomId');
     checkOptionalString(filter.viewer.worldId, 'filter.viewer.worldId');
   }
   if (filter.types !== undefined) {
     for (const t of checkStringList(filter.types, 'filter.types')) {
-      if (!MEMORY_TYPES.includes(t as never)) throw invalid(`filter.types: unknown type ${show(t)}`);
+      if (!MEMORY_TYPES.includes(t as never))
+        throw invalid(`filter.types: unknown type ${show(t)}`);
     }
   }
   if (filter.scopes !== undefined) {
     for (const s of checkStringList(filter.scopes, 'filter.scopes')) {
-      if (!MEMORY_SCOPES.includes(s as never)) throw invalid(`filter.scopes: unknown scope ${show(s)}`);
+      if (!MEMORY_SCOPES.includes(s as never))
+        throw invalid(`filter.scopes: unknown scope ${show(s)}`);
     }
   }
   for (const key of ['agentId', 'entityId', 'roomId', 'worldId'] as const) {
-    if (filter[key] !== undefined && typeof filter[key] !== 'string') throw invalid(`filter.${key} must be a string`);
+    if (filter[key] !== undefined && typeof filter[key] !== 'string')
+      throw invalid(`filter.${key} must be a string`);
   }
   if (filter.ids !== undefined) checkStringList(filter.ids, 'filter.ids');
-  if (filter.contentHashes !== undefined) checkStringList(filter.contentHashes, 'filter.contentHashes');
-  if (filter.createdAfter !== undefined) checkTimestamp(filter.createdAfter, 'filter.createdAfter', 0);
-  if (filter.createdBefore !== undefined) checkTimestamp(filter.createdBefore, 'filter.createdBefore', 0);
+  if (filter.contentHashes !== undefined)
+    checkStringList(filter.contentHashes, 'filter.contentHashes');
+  if (filter.createdAfter !== undefined)
+    checkTimestamp(filter.createdAfter, 'filter.createdAfter', 0);
+  if (filter.createdBefore !== undefined)
+    checkTimestamp(filter.createdBefore, 'filter.createdBefore', 0);
   return filter;
 }
 
@@ -464,13 +577,19 @@ export function checkMemorySearch(search: MemorySearch): CheckedSearch {
   };
   if (hasVector) out.vector = checkVector(search.vector, 'vector');
   if (hasText) {
-    if (typeof search.text !== 'string' || search.text.trim() === '') throw invalid('search text must be a non-blank string');
+    if (typeof search.text !== 'string' || search.text.trim() === '')
+      throw invalid('search text must be a non-blank string');
     out.text = search.text;
   }
   if (search.threshold !== undefined) {
     if (!hasVector) throw invalid('threshold applies to vector search only (cosine similarity)');
-    if (typeof search.threshold !== 'number' || !(search.threshold >= -1 && search.threshold <= 1)) {
-      throw invalid(`threshold must be a cosine similarity from -1 to 1, got ${show(search.threshold)}`);
+    if (
+      typeof search.threshold !== 'number' ||
+      !(search.threshold >= -1 && search.threshold <= 1)
+    ) {
+      throw invalid(
+        `threshold must be a cosine similarity from -1 to 1, got ${show(search.threshold)}`,
+      );
     }
     out.threshold = search.threshold;
   }
@@ -490,7 +609,10 @@ export function resolveEmbeddingSpace(
     throw invalid(`dimensions must be a positive integer, got ${show(requested.dimensions)}`);
   }
   if (!current) return { space: { ...requested }, changed: true };
-  if (current.dimensions !== requested.dimensions || (current.embedderId !== null && current.embedderId !== requested.embedderId)) {
+  if (
+    current.dimensions !== requested.dimensions ||
+    (current.embedderId !== null && current.embedderId !== requested.embedderId)
+  ) {
     throw new CairnError(
       'EMBEDDING_MISMATCH',
       `this store holds embeddings of ${show(current.embedderId ?? 'an unnamed embedder')} with ${current.dimensions} dimensions; got ${show(requested.embedderId)} with ${requested.dimensions}`,
@@ -502,11 +624,19 @@ export function resolveEmbeddingSpace(
 }
 
 /** EMBEDDING_MISMATCH when `vector` does not have the store's width. */
-export function checkVectorWidth(space: EmbeddingSpace | null, vector: number[], label: string): void {
+export function checkVectorWidth(
+  space: EmbeddingSpace | null,
+  vector: number[],
+  label: string,
+): void {
   if (space && vector.length !== space.dimensions) {
-    throw new CairnError('EMBEDDING_MISMATCH', `${label} has ${vector.length} dimensions; this store's embeddings have ${space.dimensions}`, {
-      details: { expected: space.dimensions, actual: vector.length },
-    });
+    throw new CairnError(
+      'EMBEDDING_MISMATCH',
+      `${label} has ${vector.length} dimensions; this store's embeddings have ${space.dimensions}`,
+      {
+        details: { expected: space.dimensions, actual: vector.length },
+      },
+    );
   }
 }
 
