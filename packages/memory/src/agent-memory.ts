@@ -1,0 +1,906 @@
+import {
+  CairnError,
+  isCairnError,
+  type JsonObject,
+  MEMORY_SCOPES,
+  MEMORY_TYPES,
+  type Memory,
+  type MemoryScope,
+  type MemoryType,
+  newId,
+  type Timestamp,
+  type Viewer,
+} from '@cairn/core';
+import {
+  AsyncLock,
+  contentHash,
+  cosineSimilarity,
+  type MemoryFilter,
+  type MemoryHit,
+  type NewMemory,
+  type Store,
+} from '@cairn/store';
+import { type ChunkOptions, checkChunkOptions, chunkText } from './chunk-text.js';
+import { checkEmbedder, type Embedder, embedChecked } from './embedder.js';
+import { hashingEmbedder } from './hashing-embedder.js';
+import { type RankingName, reciprocalRankFusion } from './rank-fusion.js';
+
+export interface CreateMemoryOptions {
+  store: Store;
+  /** Default: `hashingEmbedder({ dimensions: 384 })` — words and their parts, not meaning. */
+  embedder?: Embedder;
+  /** The agent this memory belongs to: the author of what it remembers. */
+  agentId: string;
+  /** Texts per embedder call on bulk writes (default 64). */
+  embedBatchSize?: number;
+}
+
+/** What `remember` stores. */
+export interface RememberInput {
+  text: string;
+  /** Default `custom`. */
+  type?: MemoryType;
+  entityId?: string | null;
+  roomId?: string | null;
+  worldId?: string | null;
+  /**
+   * Who may see it. Default `private`: only this agent — whatever room or world is given.
+   * Pass `room` (needs `roomId`) or `shared` (needs `worldId`) to share it.
+   */
+  scope?: MemoryScope;
+  metadata?: JsonObject;
+  id?: string;
+  createdAt?: Timestamp;
+}
+
+export interface WriteOptions {
+  /** Store the text again even when the same text is already stored in the same place. */
+  allowDuplicate?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface Progress {
+  phase: 'embedding' | 'storing';
+  /** Texts embedded (or found in the embedding cache) so far, or memories stored. */
+  done: number;
+  total: number;
+}
+
+export interface RememberManyOptions extends WriteOptions {
+  onProgress?: (progress: Progress) => void;
+}
+
+export interface DocumentInput {
+  text: string;
+  title?: string;
+  entityId?: string | null;
+  roomId?: string | null;
+  worldId?: string | null;
+  /** Default `private`, as for `remember`. */
+  scope?: MemoryScope;
+  metadata?: JsonObject;
+  createdAt?: Timestamp;
+}
+
+export interface IngestOptions extends ChunkOptions, RememberManyOptions {}
+
+export interface IngestedDocument {
+  /** The whole text, type `document`, without an embedding. */
+  document: Memory;
+  /** The chunks, type `fragment`, embedded, `metadata.documentId` = the document's id. */
+  fragments: Memory[];
+  /** True when the same document was already stored and nothing was written. */
+  existing: boolean;
+}
+
+export type RecallMode = 'hybrid' | 'vector' | 'keyword';
+
+export interface RecallOptions {
+  /**
+   * Whose eyes: only memories `canSee(viewer, memory)` allows are returned, enforced inside
+   * the store's query. Default: this agent, in the `roomId` and `worldId` given here (so,
+   * without them, only its own private memories).
+   */
+  viewer?: Viewer;
+  types?: MemoryType[];
+  roomId?: string;
+  worldId?: string;
+  entityId?: string;
+  /** Default 10, at most 1000. */
+  limit?: number;
+  /**
+   * - `vector`: the lowest cosine similarity (-1..1) a hit may have; applied in the store.
+   * - `hybrid`: the same cosine floor, on the vector ranking before fusion; keyword hits
+   *   enter the fusion regardless (they contain query words).
+   * - `keyword`: the lowest `score`, the store's keyword relevance (its scale is the
+   *   store's: compare only within one store).
+   */
+  threshold?: number;
+  /** Default `hybrid`. */
+  mode?: RecallMode;
+  /** When given, each score is multiplied by 0.5^(age / half-life) after the threshold. */
+  recencyHalfLifeMs?: number;
+  /** The clock for recency (default `Date.now()`). */
+  now?: Timestamp;
+  signal?: AbortSignal;
+}
+
+export interface RecallHit {
+  memory: Memory;
+  /**
+   * Higher is better. `vector`: cosine similarity. `keyword`: the store's keyword
+   * relevance. `hybrid`: the reciprocal-rank-fusion score Σ 1/(60 + rank). Times the
+   * recency factor when `recencyHalfLifeMs` is given.
+   */
+  score: number;
+  /** The rankings that found it: `['vector']`, `['keyword']` or both. */
+  sources: RankingName[];
+  /** Its 1-based rank in each ranking that found it. */
+  ranks: Partial<Record<RankingName, number>>;
+  /** Cosine similarity to the query, when both have embeddings (null in keyword mode). */
+  similarity: number | null;
+  /** The store's keyword relevance, when the keyword ranking found it. */
+  keywordScore: number | null;
+}
+
+export interface RecentOptions {
+  roomId?: string;
+  types?: MemoryType[];
+  /** Default 20, at most 10000. */
+  limit?: number;
+  /** Default: this agent, in `roomId`. */
+  viewer?: Viewer;
+}
+
+export interface UpdateInput {
+  text?: string;
+  /** Replaces the metadata. */
+  metadata?: JsonObject;
+}
+
+const RRF_K = 60;
+const LOOKUP_CHUNK = 500;
+
+const invalid = (message: string) => new CairnError('INVALID_ARGUMENT', message);
+
+function checkText(value: unknown, label: string): string {
+  if (typeof value !== 'string' || value.trim() === '')
+    throw invalid(`${label} must be a non-blank string`);
+  return value;
+}
+
+function optionalString(value: unknown, label: string): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string' || value === '')
+    throw invalid(`${label} must be a non-empty string or null`);
+  return value;
+}
+
+function checkLimit(value: unknown, fallback: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > max) {
+    throw invalid(`limit must be an integer from 1 to ${max}, got ${String(value)}`);
+  }
+  return value as number;
+}
+
+function checkViewer(viewer: unknown): Viewer {
+  const v = viewer as Viewer | null;
+  if (typeof v !== 'object' || v === null || typeof v.agentId !== 'string' || v.agentId === '') {
+    throw invalid('viewer must be an object with a non-empty agentId');
+  }
+  return v;
+}
+
+interface Placed {
+  type: MemoryType;
+  agentId: string;
+  entityId: string | null;
+  roomId: string | null;
+  worldId: string | null;
+  scope: MemoryScope;
+}
+
+function place(
+  input: RememberInput | DocumentInput,
+  agentId: string,
+  type: MemoryType,
+  at: string,
+): Placed {
+  const scope = input.scope ?? 'private';
+  if (!MEMORY_SCOPES.includes(scope))
+    throw invalid(
+      `${at}.scope must be one of ${MEMORY_SCOPES.join(', ')}, got ${JSON.stringify(scope)}`,
+    );
+  if (!MEMORY_TYPES.includes(type))
+    throw invalid(
+      `${at}.type must be one of ${MEMORY_TYPES.join(', ')}, got ${JSON.stringify(type)}`,
+    );
+  const placed: Placed = {
+    type,
+    agentId,
+    entityId: optionalString(input.entityId, `${at}.entityId`),
+    roomId: optionalString(input.roomId, `${at}.roomId`),
+    worldId: optionalString(input.worldId, `${at}.worldId`),
+    scope,
+  };
+  if (scope === 'room' && placed.roomId === null)
+    throw invalid(`${at}: a room-scoped memory needs a roomId`);
+  if (scope === 'shared' && placed.worldId === null)
+    throw invalid(`${at}: a shared memory needs a worldId`);
+  if (
+    input.metadata !== undefined &&
+    (typeof input.metadata !== 'object' || input.metadata === null || Array.isArray(input.metadata))
+  ) {
+    throw invalid(`${at}.metadata must be an object`);
+  }
+  return placed;
+}
+
+/** Two memories are the same remembrance when these agree. */
+function dedupeKey(
+  p: Pick<Memory, 'type' | 'agentId' | 'scope' | 'contentHash'> & {
+    roomId?: string | null;
+    worldId?: string | null;
+  },
+): string {
+  return JSON.stringify([
+    p.type,
+    p.agentId,
+    p.scope,
+    p.roomId ?? null,
+    p.worldId ?? null,
+    p.contentHash,
+  ]);
+}
+
+function chunks<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+interface Draft {
+  memory: NewMemory & Placed & { contentHash: string };
+  /** Index of the draft it duplicates in the same batch, or -1. */
+  sameAs: number;
+  /** Whether to embed it. */
+  embed: boolean;
+}
+
+/**
+ * An agent's long-term memory over any Cairn store. Create it with `createMemory`.
+ *
+ * Writes through one instance run one at a time, so the duplicate check and the insert
+ * of one call are not interleaved with another call's; instances in other processes can
+ * still race to store the same text twice.
+ */
+export class AgentMemory {
+  readonly agentId: string;
+  readonly embedder: Embedder;
+  #store: Store;
+  #batchSize: number;
+  #lock = new AsyncLock();
+  #version = 0;
+  #spaceChecked = false;
+  #queryVectors = new Map<string, number[]>();
+
+  constructor(options: CreateMemoryOptions) {
+    if (typeof options !== 'object' || options === null)
+      throw invalid('createMemory expects { store, agentId, embedder? }');
+    const { store } = options;
+    if (typeof store !== 'object' || store === null || typeof store.searchMemories !== 'function') {
+      throw invalid('createMemory: store must be a Cairn Store');
+    }
+    if (typeof options.agentId !== 'string' || options.agentId === '')
+      throw invalid('createMemory: agentId must be a non-empty string');
+    this.#store = store;
+    this.agentId = options.agentId;
+    this.embedder = checkEmbedder(options.embedder ?? hashingEmbedder({ dimensions: 384 }));
+    this.#batchSize = checkLimit(options.embedBatchSize, 64, 10_000);
+  }
+
+  /**
+   * A number that changes whenever a memory is added, updated or removed through this
+   * instance. Use it in cache keys (e.g. @cairn/compose's `version`).
+   */
+  get version(): number {
+    return this.#version;
+  }
+
+  /**
+   * Stores one memory, embedded. If the same text (same type, agent, scope, room and
+   * world) is already stored, returns that memory instead unless `allowDuplicate`.
+   *
+   * @example
+   * ```ts
+   * await memory.remember({ text: 'Ada prefers short answers', entityId: 'ada' });          // private
+   * await memory.remember({ text: 'The deadline is Friday', roomId: 'r1', scope: 'room' });
+   * ```
+   */
+  async remember(input: RememberInput, options: WriteOptions = {}): Promise<Memory> {
+    const [memory] = await this.rememberMany([input], options);
+    return memory!;
+  }
+
+  /**
+   * Stores many memories with batched embedding, all or none. Returns them in input order
+   * (an existing memory in place of a duplicate).
+   *
+   * @example
+   * ```ts
+   * await memory.rememberMany(notes.map((text) => ({ text })), {
+   *   onProgress: ({ phase, done, total }) => console.log(phase, done, total),
+   * });
+   * ```
+   */
+  async rememberMany(items: RememberInput[], options: RememberManyOptions = {}): Promise<Memory[]> {
+    if (!Array.isArray(items)) throw invalid('rememberMany expects an array');
+    const drafts = items.map((input, i): Draft => {
+      const at = `memories[${i}]`;
+      if (typeof input !== 'object' || input === null) throw invalid(`${at} must be an object`);
+      const text = checkText(input.text, `${at}.text`);
+      const memory = {
+        ...place(input, this.agentId, input.type ?? 'custom', at),
+        content: { text },
+        contentHash: contentHash(text),
+        ...(input.metadata === undefined ? {} : { metadata: input.metadata }),
+        ...(input.id === undefined ? {} : { id: input.id }),
+        ...(input.createdAt === undefined ? {} : { createdAt: input.createdAt }),
+      };
+      return { memory, sameAs: -1, embed: true };
+    });
+    return this.#lock.run(() => this.#write(drafts, options));
+  }
+
+  /**
+   * Stores a document and its fragments: the text is cut into chunks (`chunkSize`
+   * characters, `overlap` repeated), each stored as a `fragment` memory with
+   * `metadata.documentId` and `metadata.position`, embedded in batches; the document
+   * itself is stored whole, without an embedding (long texts exceed many models' input),
+   * with `metadata.fragmentIds`. All in one atomic write. Ingesting the same text again in
+   * the same place returns what is stored (`existing: true`) unless `allowDuplicate`.
+   *
+   * @example
+   * ```ts
+   * const { document, fragments } = await memory.ingestDocument(
+   *   { text: paper, title: 'On cairns', scope: 'shared', worldId: 'lab' },
+   *   { chunkSize: 800, overlap: 80, onProgress: (p) => bar.update(p.done / p.total) },
+   * );
+   * ```
+   */
+  async ingestDocument(
+    input: DocumentInput,
+    options: IngestOptions = {},
+  ): Promise<IngestedDocument> {
+    if (typeof input !== 'object' || input === null)
+      throw invalid('ingestDocument expects { text, title?, ... }');
+    const text = checkText(input.text, 'document.text');
+    if (input.title !== undefined && typeof input.title !== 'string')
+      throw invalid('document.title must be a string');
+    const chunkOptions = checkChunkOptions(options);
+    const placed = place(input, this.agentId, 'document', 'document');
+    const pieces = chunkText(text, chunkOptions);
+    const documentId = newId();
+    const fragmentIds = pieces.map(() => newId());
+    const title: JsonObject = input.title === undefined ? {} : { title: input.title };
+    const createdAt = input.createdAt === undefined ? {} : { createdAt: input.createdAt };
+    const document: Draft = {
+      memory: {
+        ...placed,
+        id: documentId,
+        content: { text, ...title },
+        contentHash: contentHash(text),
+        metadata: {
+          ...input.metadata,
+          ...title,
+          fragmentIds,
+          chunkSize: chunkOptions.chunkSize,
+          overlap: chunkOptions.overlap,
+        },
+        ...createdAt,
+      },
+      sameAs: -1,
+      embed: false,
+    };
+    const fragments = pieces.map(
+      (piece, position): Draft => ({
+        memory: {
+          ...placed,
+          type: 'fragment',
+          id: fragmentIds[position]!,
+          content: { text: piece },
+          contentHash: contentHash(piece),
+          metadata: { ...input.metadata, ...title, documentId, position },
+          ...createdAt,
+        },
+        sameAs: -1,
+        embed: true,
+      }),
+    );
+    return this.#lock.run(async () => {
+      if (!options.allowDuplicate) {
+        const existing = (await this.#findExisting([document.memory])).get(
+          dedupeKey(document.memory),
+        );
+        if (existing) {
+          const ids = Array.isArray(existing.metadata.fragmentIds)
+            ? (existing.metadata.fragmentIds as string[])
+            : [];
+          const stored = await this.#listByIds(ids);
+          return {
+            document: existing,
+            fragments: ids.map((id) => stored.get(id)).filter((m): m is Memory => m !== undefined),
+            existing: true,
+          };
+        }
+      }
+      // Fragments are parts of this document: they are never merged with other memories.
+      const [doc, ...frags] = await this.#write([document, ...fragments], {
+        ...options,
+        allowDuplicate: true,
+      });
+      return { document: doc!, fragments: frags, existing: false };
+    });
+  }
+
+  /**
+   * The memories most relevant to `query` that `viewer` may see.
+   *
+   * - `vector`: cosine similarity between the query's embedding and each memory's.
+   * - `keyword`: the store's full-text ranking (memories sharing words with the query).
+   * - `hybrid` (default): both rankings, each fetched `max(4 × limit, 20)` deep, fused by
+   *   reciprocal rank fusion; a hit found by only one ranking keeps its place, so a
+   *   semantic match sharing no word with the query is never dropped.
+   *
+   * The scope rule and every filter are applied inside the store's query.
+   *
+   * @example
+   * ```ts
+   * const hits = await memory.recall('when is the deadline?', {
+   *   viewer: { agentId: 'assistant', roomId: 'r1', worldId: 'acme' },
+   *   limit: 5,
+   * });
+   * for (const h of hits) console.log(h.score.toFixed(4), h.sources, h.memory.content.text);
+   * ```
+   */
+  async recall(query: string, options: RecallOptions = {}): Promise<RecallHit[]> {
+    checkText(query, 'recall query');
+    if (typeof options !== 'object' || options === null)
+      throw invalid('recall options must be an object');
+    const mode = options.mode ?? 'hybrid';
+    if (mode !== 'hybrid' && mode !== 'vector' && mode !== 'keyword')
+      throw invalid(`mode must be hybrid, vector or keyword, got ${JSON.stringify(mode)}`);
+    const limit = checkLimit(options.limit, 10, 1000);
+    const { threshold, recencyHalfLifeMs } = options;
+    if (threshold !== undefined) {
+      if (typeof threshold !== 'number' || !Number.isFinite(threshold))
+        throw invalid(`threshold must be a finite number, got ${String(threshold)}`);
+      if (mode !== 'keyword' && (threshold < -1 || threshold > 1)) {
+        throw invalid(
+          `threshold in ${mode} mode is a cosine similarity from -1 to 1, got ${threshold}`,
+        );
+      }
+    }
+    if (
+      recencyHalfLifeMs !== undefined &&
+      !(
+        typeof recencyHalfLifeMs === 'number' &&
+        recencyHalfLifeMs > 0 &&
+        Number.isFinite(recencyHalfLifeMs)
+      )
+    ) {
+      throw invalid(
+        `recencyHalfLifeMs must be a positive number, got ${String(recencyHalfLifeMs)}`,
+      );
+    }
+    const viewer = checkViewer(
+      options.viewer ?? {
+        agentId: this.agentId,
+        roomId: options.roomId ?? null,
+        worldId: options.worldId ?? null,
+      },
+    );
+    const filter: MemoryFilter = { viewer };
+    if (options.types !== undefined) filter.types = options.types;
+    if (options.roomId !== undefined) filter.roomId = options.roomId;
+    if (options.worldId !== undefined) filter.worldId = options.worldId;
+    if (options.entityId !== undefined) filter.entityId = options.entityId;
+
+    const deep = Math.min(1000, Math.max(limit * 4, 20));
+    const fetch = mode === 'hybrid' || recencyHalfLifeMs !== undefined ? deep : limit;
+    const wantVector = mode !== 'keyword';
+    const wantKeyword = mode !== 'vector';
+    const queryVector = wantVector ? await this.#queryVector(query, options.signal) : null;
+
+    const [vectorHits, keywordHits] = await Promise.all([
+      queryVector
+        ? this.#store.searchMemories({
+            vector: queryVector,
+            filter,
+            limit: fetch,
+            ...(threshold === undefined ? {} : { threshold }),
+          })
+        : Promise.resolve<MemoryHit[]>([]),
+      wantKeyword
+        ? this.#store.searchMemories({ text: query, filter, limit: fetch })
+        : Promise.resolve<MemoryHit[]>([]),
+    ]);
+
+    let hits: RecallHit[];
+    if (mode === 'vector') {
+      hits = vectorHits.map((h, i) => ({
+        memory: h.memory,
+        score: h.score,
+        sources: ['vector'],
+        ranks: { vector: i + 1 },
+        similarity: h.score,
+        keywordScore: null,
+      }));
+    } else if (mode === 'keyword') {
+      hits = keywordHits
+        .filter((h) => threshold === undefined || h.score >= threshold)
+        .map((h, i) => ({
+          memory: h.memory,
+          score: h.score,
+          sources: ['keyword'],
+          ranks: { keyword: i + 1 },
+          similarity: null,
+          keywordScore: h.score,
+        }));
+    } else {
+      const similarity = new Map(vectorHits.map((h) => [h.memory.id, h.score]));
+      const keywordScore = new Map(keywordHits.map((h) => [h.memory.id, h.score]));
+      const fused = reciprocalRankFusion(
+        [
+          { name: 'vector', items: vectorHits.map((h) => h.memory) },
+          { name: 'keyword', items: keywordHits.map((h) => h.memory) },
+        ],
+        (m) => m.id,
+        RRF_K,
+      );
+      hits = fused.map((f) => {
+        let sim = similarity.get(f.item.id) ?? null;
+        if (
+          sim === null &&
+          queryVector &&
+          f.item.embedding &&
+          f.item.embedding.length === queryVector.length
+        ) {
+          sim = cosineSimilarity(queryVector, f.item.embedding);
+        }
+        return {
+          memory: f.item,
+          score: f.score,
+          sources: f.sources,
+          ranks: f.ranks,
+          similarity: sim,
+          keywordScore: keywordScore.get(f.item.id) ?? null,
+        };
+      });
+    }
+    if (recencyHalfLifeMs !== undefined) {
+      const now = options.now ?? Date.now();
+      for (const h of hits)
+        h.score *= 0.5 ** (Math.max(0, now - h.memory.createdAt) / recencyHalfLifeMs);
+      hits.sort((a, b) => b.score - a.score);
+    }
+    return hits.slice(0, limit);
+  }
+
+  /**
+   * The newest memories (newest first) that the viewer may see, optionally of one room.
+   *
+   * @example
+   * ```ts
+   * const last = await memory.recent({ roomId: 'r1', limit: 10 });
+   * ```
+   */
+  async recent(options: RecentOptions = {}): Promise<Memory[]> {
+    const limit = checkLimit(options.limit, 20, 10_000);
+    const roomId = optionalString(options.roomId, 'roomId');
+    const viewer = checkViewer(options.viewer ?? { agentId: this.agentId, roomId });
+    const filter: MemoryFilter = { viewer };
+    if (roomId !== null) filter.roomId = roomId;
+    if (options.types !== undefined) filter.types = options.types;
+    return this.#store.listMemories(filter, { limit, order: 'newest' });
+  }
+
+  /** One memory by id, or null. (No scope check: ids are not guessable, but do not hand them out.) */
+  async get(id: string): Promise<Memory | null> {
+    return this.#store.getMemory(id);
+  }
+
+  /**
+   * Changes a memory's text (re-embedding it) and/or replaces its metadata. `NOT_FOUND`
+   * when there is no such memory. A document's text cannot be changed: forget it and
+   * ingest the new text.
+   *
+   * @example
+   * ```ts
+   * await memory.update(m.id, { text: 'Ada prefers detailed answers' });
+   * ```
+   */
+  async update(
+    id: string,
+    input: UpdateInput,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<Memory> {
+    if (typeof id !== 'string' || id === '') throw invalid('update: id must be a non-empty string');
+    if (typeof input !== 'object' || input === null)
+      throw invalid('update expects { text?, metadata? }');
+    const text = input.text === undefined ? undefined : checkText(input.text, 'text');
+    if (
+      input.metadata !== undefined &&
+      (typeof input.metadata !== 'object' ||
+        input.metadata === null ||
+        Array.isArray(input.metadata))
+    ) {
+      throw invalid('metadata must be an object');
+    }
+    return this.#lock.run(async () => {
+      const current = await this.#store.getMemory(id);
+      if (!current)
+        throw new CairnError('NOT_FOUND', `no memory ${JSON.stringify(id)}`, { details: { id } });
+      if (text !== undefined && current.type === 'document') {
+        throw invalid(
+          `memory ${JSON.stringify(id)} is a document: forget it and ingest the new text instead of updating it`,
+        );
+      }
+      if (text === undefined) {
+        if (input.metadata === undefined) return current;
+        const updated = await this.#store.updateMemory(id, { metadata: input.metadata });
+        this.#version++;
+        return updated;
+      }
+      await this.#checkSpace();
+      const hash = contentHash(text);
+      const { vectors, fresh } = await this.#embedWithCache([{ hash, text }], options.signal);
+      const embedding = vectors.get(hash)!;
+      const updated = await this.#store.transaction(async (tx) => {
+        await this.#ensureSpace(tx);
+        if (fresh.length) await tx.putCachedEmbeddings(this.embedder.id, fresh);
+        return tx.updateMemory(id, {
+          content: { ...current.content, text },
+          contentHash: hash,
+          embedding,
+          ...(input.metadata === undefined ? {} : { metadata: input.metadata }),
+        });
+      });
+      this.#version++;
+      return updated;
+    });
+  }
+
+  /**
+   * Deletes a memory; for a document, its fragments too. False when there was none.
+   *
+   * @example
+   * ```ts
+   * await memory.forget(m.id);
+   * ```
+   */
+  async forget(id: string): Promise<boolean> {
+    if (typeof id !== 'string' || id === '') throw invalid('forget: id must be a non-empty string');
+    return this.#lock.run(async () => {
+      const current = await this.#store.getMemory(id);
+      if (!current) return false;
+      const ids = [id];
+      if (current.type === 'document' && Array.isArray(current.metadata.fragmentIds)) {
+        ids.push(
+          ...(current.metadata.fragmentIds as string[]).filter((x) => typeof x === 'string'),
+        );
+      }
+      let removed = 0;
+      await this.#store.transaction(async (tx) => {
+        for (const part of chunks(ids, LOOKUP_CHUNK)) removed += await tx.deleteMemories(part);
+      });
+      if (removed > 0) this.#version++;
+      return removed > 0;
+    });
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  async #write(drafts: Draft[], options: RememberManyOptions): Promise<Memory[]> {
+    const { onProgress, signal } = options;
+    // Duplicates within the batch point at their first occurrence.
+    if (!options.allowDuplicate) {
+      const first = new Map<string, number>();
+      drafts.forEach((d, i) => {
+        const key = dedupeKey(d.memory);
+        const at = first.get(key);
+        if (at === undefined) first.set(key, i);
+        else d.sameAs = at;
+      });
+    }
+    const existing = options.allowDuplicate
+      ? new Map<string, Memory>()
+      : await this.#findExisting(drafts.map((d) => d.memory));
+    const toWrite = drafts.filter((d) => d.sameAs < 0 && !existing.has(dedupeKey(d.memory)));
+    const toEmbed = toWrite.filter((d) => d.embed);
+    if (toEmbed.length) await this.#checkSpace();
+    const { vectors, fresh } = await this.#embedWithCache(
+      toEmbed.map((d) => ({ hash: d.memory.contentHash, text: d.memory.content.text })),
+      signal,
+      onProgress && ((done, total) => onProgress({ phase: 'embedding', done, total })),
+    );
+    signal?.throwIfAborted();
+    let stored: Memory[] = [];
+    if (toWrite.length) {
+      const batch = toWrite.map((d) =>
+        d.embed ? { ...d.memory, embedding: vectors.get(d.memory.contentHash)! } : d.memory,
+      );
+      stored = await this.#store.transaction(async (tx) => {
+        if (toEmbed.length) await this.#ensureSpace(tx);
+        if (fresh.length) {
+          for (const part of chunks(fresh, LOOKUP_CHUNK))
+            await tx.putCachedEmbeddings(this.embedder.id, part);
+        }
+        const out: Memory[] = [];
+        for (const part of chunks(batch, LOOKUP_CHUNK)) out.push(...(await tx.addMemories(part)));
+        return out;
+      });
+      this.#version++;
+    }
+    onProgress?.({ phase: 'storing', done: stored.length, total: stored.length });
+    const results: Memory[] = [];
+    let next = 0;
+    for (const d of drafts) {
+      if (d.sameAs >= 0) results.push(results[d.sameAs]!);
+      else results.push(existing.get(dedupeKey(d.memory)) ?? stored[next++]!);
+    }
+    return results;
+  }
+
+  /** Stored memories that match a draft's dedupe key, by key (the oldest when several). */
+  async #findExisting(memories: Draft['memory'][]): Promise<Map<string, Memory>> {
+    const found = new Map<string, Memory>();
+    const wanted = new Set(memories.map(dedupeKey));
+    const hashes = [...new Set(memories.map((m) => m.contentHash))];
+    const types = [...new Set(memories.map((m) => m.type))];
+    for (const part of chunks(hashes, LOOKUP_CHUNK)) {
+      const rows = await this.#store.listMemories(
+        { agentId: this.agentId, types, contentHashes: part },
+        { limit: 10_000, order: 'oldest' },
+      );
+      for (const m of rows) {
+        const key = dedupeKey(m);
+        if (wanted.has(key) && !found.has(key)) found.set(key, m);
+      }
+    }
+    return found;
+  }
+
+  async #listByIds(ids: string[]): Promise<Map<string, Memory>> {
+    const out = new Map<string, Memory>();
+    for (const part of chunks(ids, LOOKUP_CHUNK)) {
+      for (const m of await this.#store.listMemories({ ids: part }, { limit: 10_000 }))
+        out.set(m.id, m);
+    }
+    return out;
+  }
+
+  /**
+   * Vectors for the texts, from the store's cache where present (by embedder id and
+   * content hash) and from the embedder, in batches, otherwise. `fresh` are the ones to
+   * add to the cache. Nothing is written here.
+   */
+  async #embedWithCache(
+    texts: Array<{ hash: string; text: string }>,
+    signal: AbortSignal | undefined,
+    progress?: (done: number, total: number) => void,
+  ): Promise<{
+    vectors: Map<string, number[]>;
+    fresh: Array<{ contentHash: string; embedding: number[] }>;
+  }> {
+    const unique = new Map<string, string>();
+    for (const t of texts) unique.set(t.hash, t.text);
+    const vectors = new Map<string, number[]>();
+    const fresh: Array<{ contentHash: string; embedding: number[] }> = [];
+    if (unique.size === 0) return { vectors, fresh };
+    for (const part of chunks([...unique.keys()], LOOKUP_CHUNK)) {
+      const cached = await this.#store.getCachedEmbeddings(this.embedder.id, part);
+      for (const [hash, v] of cached)
+        if (v.length === this.embedder.dimensions) vectors.set(hash, v);
+    }
+    const missing = [...unique].filter(([hash]) => !vectors.has(hash));
+    const total = unique.size;
+    let done = total - missing.length;
+    progress?.(done, total);
+    for (const batch of chunks(missing, this.#batchSize)) {
+      const embedded = await embedChecked(
+        this.embedder,
+        batch.map(([, text]) => text),
+        signal,
+      );
+      batch.forEach(([hash], i) => {
+        vectors.set(hash, embedded[i]!);
+        fresh.push({ contentHash: hash, embedding: embedded[i]! });
+      });
+      done += batch.length;
+      progress?.(done, total);
+    }
+    return { vectors, fresh };
+  }
+
+  async #queryVector(query: string, signal: AbortSignal | undefined): Promise<number[] | null> {
+    // No vectors stored yet: nothing to compare with, and no space to check against.
+    if (!this.#spaceChecked && (await this.#store.getEmbeddingSpace()) === null) return null;
+    await this.#checkSpace();
+    const cached = this.#queryVectors.get(query);
+    if (cached) return cached;
+    const [v] = await embedChecked(this.embedder, [query], signal);
+    this.#queryVectors.set(query, v!);
+    if (this.#queryVectors.size > 256)
+      this.#queryVectors.delete(this.#queryVectors.keys().next().value!);
+    return v!;
+  }
+
+  /** Read-only check that the store's vectors are this embedder's, before any work. */
+  async #checkSpace(): Promise<void> {
+    if (this.#spaceChecked) return;
+    const space = await this.#store.getEmbeddingSpace();
+    if (!space) return;
+    if (
+      space.dimensions !== this.embedder.dimensions ||
+      (space.embedderId !== null && space.embedderId !== this.embedder.id)
+    ) {
+      throw this.#mismatch(space);
+    }
+    if (space.embedderId !== null) this.#spaceChecked = true;
+  }
+
+  /** Records (or confirms) the embedding space as part of a write. */
+  async #ensureSpace(tx: Store): Promise<void> {
+    try {
+      await tx.ensureEmbeddingSpace({
+        embedderId: this.embedder.id,
+        dimensions: this.embedder.dimensions,
+      });
+      this.#spaceChecked = true;
+    } catch (e) {
+      if (!isCairnError(e, 'EMBEDDING_MISMATCH')) throw e;
+      throw this.#mismatch((await tx.getEmbeddingSpace()) ?? null, e);
+    }
+  }
+
+  #mismatch(
+    space: { embedderId: string | null; dimensions: number } | null,
+    cause?: unknown,
+  ): CairnError {
+    const stored = space
+      ? `${JSON.stringify(space.embedderId ?? 'an unnamed embedder')} with ${space.dimensions} dimensions`
+      : 'another embedding space';
+    return new CairnError(
+      'EMBEDDING_MISMATCH',
+      `the store holds embeddings of ${stored}; this memory's embedder is ${JSON.stringify(this.embedder.id)} with ${this.embedder.dimensions} dimensions. Use the same embedder, or another store.`,
+      {
+        ...(cause === undefined ? {} : { cause }),
+        details: {
+          stored: space,
+          embedder: { embedderId: this.embedder.id, dimensions: this.embedder.dimensions },
+        },
+      },
+    );
+  }
+}
+
+/**
+ * An agent's long-term memory on a Cairn store: remember facts, ingest documents, recall
+ * by meaning and by keyword within what a viewer may see.
+ *
+ * Scopes: a memory is `private` unless you say otherwise (only this agent sees it),
+ * `room` (viewers in its room) or `shared` (viewers in its world) — see `canSee`.
+ *
+ * @example
+ * ```ts
+ * import { createMemory } from '@cairn/memory';
+ * const memory = createMemory({ store, agentId: 'assistant' }); // hashing embedder by default
+ * await memory.remember({ text: 'The user is allergic to peanuts', roomId: 'r1', scope: 'room' });
+ * const hits = await memory.recall('peanut allergy', { viewer: { agentId: 'assistant', roomId: 'r1' } });
+ * ```
+ */
+export function createMemory(options: CreateMemoryOptions): AgentMemory {
+  return new AgentMemory(options);
+}

@@ -1,0 +1,29 @@
+export {
+  AgentMemory,
+  type CreateMemoryOptions,
+  createMemory,
+  type DocumentInput,
+  type IngestedDocument,
+  type IngestOptions,
+  type Progress,
+  type RecallHit,
+  type RecallMode,
+  type RecallOptions,
+  type RecentOptions,
+  type RememberInput,
+  type RememberManyOptions,
+  type UpdateInput,
+  type WriteOptions,
+} from './agent-memory.js';
+export { type ChunkOptions, chunkText } from './chunk-text.js';
+export { type Embedder, type EmbedOptions, embedChecked } from './embedder.js';
+export { type HashingEmbedderOptions, hashingEmbedder } from './hashing-embedder.js';
+export {
+  type MemoriesProvider,
+  type MemoriesProviderContext,
+  type MemoriesProviderOptions,
+  type MemoriesProviderResult,
+  memoriesProvider,
+} from './memories-provider.js';
+export { type OpenAIEmbedderOptions, openAIEmbedder } from './openai-embedder.js';
+export { type FusedItem, type RankingName, reciprocalRankFusion } from './rank-fusion.js';

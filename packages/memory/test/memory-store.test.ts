@@ -1,0 +1,4 @@
+import { createMemoryStore } from '@cairn/store';
+import { describeMemorySuite } from './memory-suite.js';
+
+describeMemorySuite('the in-memory store', { create: async () => createMemoryStore() });

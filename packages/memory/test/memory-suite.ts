@@ -1,0 +1,519 @@
+/**
+ * The behaviour of @cairn/memory, run against one store per call: every store must give
+ * the same answers through the Store contract.
+ */
+import {
+  canSee,
+  isCairnError,
+  MEMORY_SCOPES,
+  type Memory,
+  type MemoryScope,
+  type Viewer,
+} from '@cairn/core';
+import { contentHash, type Store } from '@cairn/store';
+import { afterEach, describe, expect, it } from 'vitest';
+import { chunkText, createMemory, hashingEmbedder, type RecallMode } from '../src/index.js';
+import { conceptEmbedder, countingEmbedder, failingEmbedder, rejects, rng } from './helpers.js';
+
+export interface StoreFactory {
+  /** A fresh, empty store. */
+  create(): Promise<Store>;
+}
+
+const MODES: RecallMode[] = ['hybrid', 'vector', 'keyword'];
+
+export function describeMemorySuite(name: string, factory: StoreFactory) {
+  describe(`@cairn/memory on ${name}`, () => {
+    const open: Store[] = [];
+    const newStore = async () => {
+      const s = await factory.create();
+      open.push(s);
+      return s;
+    };
+    afterEach(async () => {
+      while (open.length) await open.pop()!.close();
+    });
+
+    it('remembers privately by default, even with a room: another agent in the room sees nothing', async () => {
+      const store = await newStore();
+      const a = createMemory({ store, agentId: 'agent-a' });
+      const m = await a.remember({
+        text: 'The user likes green tea',
+        roomId: 'room-1',
+        worldId: 'w',
+      });
+      expect(m.scope).toBe('private');
+      expect(m.agentId).toBe('agent-a');
+      const b = createMemory({ store, agentId: 'agent-b' });
+      for (const mode of MODES) {
+        expect(
+          await b.recall('green tea', {
+            mode,
+            viewer: { agentId: 'agent-b', roomId: 'room-1', worldId: 'w' },
+          }),
+        ).toEqual([]);
+        const own = await a.recall('green tea', { mode, viewer: { agentId: 'agent-a' } });
+        expect(own.map((h) => h.memory.id)).toEqual([m.id]);
+      }
+    });
+
+    it('rejects a room scope without a room (and a shared one without a world) before embedding', async () => {
+      const store = await newStore();
+      const embedder = countingEmbedder();
+      const memory = createMemory({ store, embedder, agentId: 'a' });
+      const e1 = await rejects(memory.remember({ text: 'x', scope: 'room' }));
+      expect(isCairnError(e1, 'INVALID_ARGUMENT')).toBe(true);
+      const e2 = await rejects(memory.remember({ text: 'x', scope: 'shared', roomId: 'r' }));
+      expect(isCairnError(e2, 'INVALID_ARGUMENT')).toBe(true);
+      const e3 = await rejects(memory.remember({ text: '   ' }));
+      expect(isCairnError(e3, 'INVALID_ARGUMENT')).toBe(true);
+      expect(embedder.calls).toEqual([]);
+      expect(await store.countMemories()).toBe(0);
+    });
+
+    it('never shows a viewer what canSee forbids, in any mode (property, seeded)', async () => {
+      const store = await newStore();
+      const r = rng(20261121);
+      const agents = ['a1', 'a2', 'a3'];
+      const rooms = ['r1', 'r2', 'r3', null];
+      const worlds = ['w1', 'w2', null];
+      const words = ['river', 'stone', 'cairn', 'mountain', 'trail', 'summit', 'valley', 'lake'];
+      const memories = new Map(
+        agents.map((id) => [
+          id,
+          createMemory({ store, agentId: id, embedder: hashingEmbedder({ dimensions: 64 }) }),
+        ]),
+      );
+      const stored: Memory[] = [];
+      for (let i = 0; i < 120; i++) {
+        const agentId = r.pick(agents);
+        const roomId = r.pick(rooms);
+        const worldId = r.pick(worlds);
+        const allowed = MEMORY_SCOPES.filter(
+          (s) => s === 'private' || (s === 'room' && roomId) || (s === 'shared' && worldId),
+        );
+        const scope: MemoryScope = r.pick(allowed);
+        const text = `${r.pick(words)} ${r.pick(words)} note ${i}`;
+        stored.push(await memories.get(agentId)!.remember({ text, roomId, worldId, scope }));
+      }
+      let checked = 0;
+      for (let v = 0; v < 25; v++) {
+        const viewer: Viewer = {
+          agentId: r.pick(agents),
+          roomId: r.pick(rooms),
+          worldId: r.pick(worlds),
+        };
+        const query = `${r.pick(words)} ${r.pick(words)}`;
+        const visible = stored.filter((m) => canSee(viewer, m));
+        for (const mode of MODES) {
+          const hits = await memories
+            .get(r.pick(agents))!
+            .recall(query, { viewer, mode, limit: 200 });
+          for (const h of hits)
+            expect(
+              canSee(viewer, h.memory),
+              `${mode} leaked ${h.memory.id} to ${JSON.stringify(viewer)}`,
+            ).toBe(true);
+          checked += hits.length;
+          if (mode === 'vector') {
+            // The filter runs inside the store: every visible memory is reachable.
+            expect(hits.map((h) => h.memory.id).sort()).toEqual(visible.map((m) => m.id).sort());
+          }
+          if (mode === 'keyword') {
+            const q = query.split(' ');
+            const expected = visible.filter((m) =>
+              q.some((w) => m.content.text.split(' ').includes(w)),
+            );
+            expect(hits.map((h) => h.memory.id).sort()).toEqual(expected.map((m) => m.id).sort());
+          }
+        }
+        const recent = await memories.get('a1')!.recent({ viewer, limit: 200 });
+        expect(recent.map((m) => m.id).sort()).toEqual(visible.map((m) => m.id).sort());
+      }
+      expect(checked).toBeGreaterThan(100);
+    });
+
+    it('applies threshold: cosine in vector and hybrid (vector side), store score in keyword mode', async () => {
+      const store = await newStore();
+      const memory = createMemory({
+        store,
+        agentId: 'a',
+        embedder: hashingEmbedder({ dimensions: 256 }),
+      });
+      await memory.rememberMany([
+        { text: 'gardening tips for tomatoes in spring' },
+        { text: 'tomatoes need full sun and steady watering' },
+        { text: 'the stock market fell on tuesday' },
+        { text: 'a recipe for tomato soup with basil' },
+        { text: 'quarterly tax filing deadline' },
+      ]);
+      const all = await memory.recall('tomatoes in the garden', { mode: 'vector', limit: 10 });
+      expect(all.length).toBe(5);
+      const cut = (all[1]!.score + all[2]!.score) / 2;
+      const above = await memory.recall('tomatoes in the garden', {
+        mode: 'vector',
+        limit: 10,
+        threshold: cut,
+      });
+      expect(above.map((h) => h.memory.id)).toEqual(all.slice(0, 2).map((h) => h.memory.id));
+      expect(above.every((h) => h.score >= cut && h.similarity === h.score)).toBe(true);
+
+      const hybrid = await memory.recall('tomatoes in the garden', {
+        mode: 'hybrid',
+        limit: 10,
+        threshold: cut,
+      });
+      for (const h of hybrid) {
+        if (h.sources.includes('vector')) expect(h.similarity!).toBeGreaterThanOrEqual(cut);
+        else expect(h.sources).toEqual(['keyword']);
+      }
+      const belowCut = hybrid.filter((h) => h.similarity !== null && h.similarity < cut);
+      expect(belowCut.every((h) => h.sources.length === 1 && h.sources[0] === 'keyword')).toBe(
+        true,
+      );
+
+      const kw = await memory.recall('tomatoes basil', { mode: 'keyword', limit: 10 });
+      expect(kw.length).toBeGreaterThanOrEqual(2);
+      const kcut = (kw[0]!.score + kw[kw.length - 1]!.score) / 2;
+      const kabove = await memory.recall('tomatoes basil', {
+        mode: 'keyword',
+        limit: 10,
+        threshold: kcut,
+      });
+      expect(kabove.length).toBeGreaterThan(0);
+      expect(kabove.length).toBeLessThan(kw.length);
+      expect(kabove.every((h) => h.score >= kcut)).toBe(true);
+
+      const bad = await rejects(memory.recall('x', { mode: 'vector', threshold: 2 }));
+      expect(isCairnError(bad, 'INVALID_ARGUMENT')).toBe(true);
+    });
+
+    it('keeps a vector-only hit (no shared word) in hybrid results, with its sources and ranks', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a', embedder: conceptEmbedder() });
+      const car = await memory.remember({ text: 'I drive my sedan to work' });
+      await memory.rememberMany([
+        { text: 'The automobile museum is shut on Mondays' },
+        { text: 'An automobile gallery opened downtown' },
+        { text: 'The kitten sleeps all day' },
+        { text: 'A painting of a puppy' },
+      ]);
+      const keyword = await memory.recall('automobile', { mode: 'keyword' });
+      expect(keyword.map((h) => h.memory.id)).not.toContain(car.id);
+      const hybrid = await memory.recall('automobile', { mode: 'hybrid', limit: 3 });
+      const hit = hybrid.find((h) => h.memory.id === car.id);
+      expect(hit).toBeDefined();
+      expect(hit!.sources).toEqual(['vector']);
+      expect(hit!.ranks.vector).toBe(1);
+      expect(hit!.ranks.keyword).toBeUndefined();
+      const both = hybrid.filter((h) => h.sources.length === 2);
+      expect(both.length).toBeGreaterThan(0);
+      for (const h of both) expect(h.sources).toEqual(['vector', 'keyword']);
+      // The fused score is the reciprocal-rank sum.
+      for (const h of hybrid) {
+        const expected =
+          (h.ranks.vector ? 1 / (60 + h.ranks.vector) : 0) +
+          (h.ranks.keyword ? 1 / (60 + h.ranks.keyword) : 0);
+        expect(h.score).toBeCloseTo(expected, 12);
+      }
+    });
+
+    it('does not call the embedder again for text it has embedded (cache by embedder id and content hash)', async () => {
+      const store = await newStore();
+      const embedder = countingEmbedder();
+      const memory = createMemory({ store, agentId: 'a', embedder });
+      const text = 'Cairns are piles of stones that mark a trail. '.repeat(30);
+      const first = await memory.ingestDocument(
+        { text, title: 'Cairns' },
+        { chunkSize: 200, overlap: 20 },
+      );
+      const embedded = embedder.texts();
+      expect(embedded).toBeGreaterThan(0);
+      expect(first.fragments.length).toBeGreaterThan(3);
+      const again = await memory.ingestDocument(
+        { text, title: 'Cairns' },
+        { chunkSize: 200, overlap: 20 },
+      );
+      expect(again.existing).toBe(true);
+      expect(again.document.id).toBe(first.document.id);
+      expect(again.fragments.map((f) => f.id)).toEqual(first.fragments.map((f) => f.id));
+      // Elsewhere (another room): new memories, but the vectors come from the cache.
+      const elsewhere = await memory.ingestDocument(
+        { text, roomId: 'r2', scope: 'room' },
+        { chunkSize: 200, overlap: 20 },
+      );
+      expect(elsewhere.existing).toBe(false);
+      expect(elsewhere.document.id).not.toBe(first.document.id);
+      expect(embedder.texts()).toBe(embedded);
+      expect(elsewhere.fragments.map((f) => f.embedding)).toEqual(
+        first.fragments.map((f) => f.embedding),
+      );
+      // A second instance over the same store uses the same cache.
+      const other = createMemory({ store, agentId: 'b', embedder });
+      await other.remember({ text: first.fragments[0]!.content.text });
+      expect(embedder.texts()).toBe(embedded);
+      await other.remember({ text: 'something new' });
+      expect(embedder.texts()).toBe(embedded + 1);
+    });
+
+    it('ingests a document and its fragments; fragments carry the document id; progress reaches the total', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a', embedBatchSize: 2 });
+      const text = Array.from(
+        { length: 12 },
+        (_, i) => `Sentence number ${i} talks about topic ${i % 3}.`,
+      ).join(' ');
+      const progress: Array<[string, number, number]> = [];
+      const { document, fragments } = await memory.ingestDocument(
+        { text, title: 'Numbers', metadata: { source: 'test' } },
+        {
+          chunkSize: 80,
+          overlap: 10,
+          onProgress: (p) => progress.push([p.phase, p.done, p.total]),
+        },
+      );
+      expect(document.type).toBe('document');
+      expect(document.embedding).toBeNull();
+      expect(document.content).toEqual({ text, title: 'Numbers' });
+      expect(document.metadata.fragmentIds).toEqual(fragments.map((f) => f.id));
+      fragments.forEach((f, i) => {
+        expect(f.type).toBe('fragment');
+        expect(f.metadata).toMatchObject({
+          documentId: document.id,
+          position: i,
+          source: 'test',
+          title: 'Numbers',
+        });
+        expect(f.embedding).toHaveLength(384);
+        expect(f.content.text.length).toBeLessThanOrEqual(80);
+      });
+      const embedding = progress.filter((p) => p[0] === 'embedding');
+      expect(embedding.length).toBeGreaterThan(2); // batches of 2
+      expect(embedding.at(-1)).toEqual(['embedding', embedding.at(-1)![2], embedding.at(-1)![2]]);
+      expect(progress.at(-1)).toEqual(['storing', fragments.length + 1, fragments.length + 1]);
+      expect(await store.countMemories()).toBe(fragments.length + 1);
+      // Forgetting the document forgets its fragments.
+      expect(await memory.forget(document.id)).toBe(true);
+      expect(await store.countMemories()).toBe(0);
+    });
+
+    it('fails with EMBEDDER_FAILED (cause attached) and writes nothing when the embedder fails', async () => {
+      const store = await newStore();
+      const cause = new Error('model server down');
+      const memory = createMemory({
+        store,
+        agentId: 'a',
+        embedder: failingEmbedder(2, cause),
+        embedBatchSize: 3,
+      });
+      const v0 = memory.version;
+      const items = Array.from({ length: 7 }, (_, i) => ({ text: `fact number ${i}` }));
+      const e = await rejects(memory.rememberMany(items));
+      expect(isCairnError(e, 'EMBEDDER_FAILED')).toBe(true);
+      expect((e as Error).cause).toBe(cause);
+      expect(await store.countMemories()).toBe(0);
+      expect(await store.getEmbeddingSpace()).toBeNull();
+      expect(memory.version).toBe(v0);
+
+      const store2 = await newStore();
+      const doc = createMemory({
+        store: store2,
+        agentId: 'a',
+        embedder: failingEmbedder(2),
+        embedBatchSize: 2,
+      });
+      const e2 = await rejects(
+        doc.ingestDocument(
+          { text: Array.from({ length: 200 }, (_, i) => `word${i}`).join(' ') },
+          { chunkSize: 100, overlap: 0 },
+        ),
+      );
+      expect(isCairnError(e2, 'EMBEDDER_FAILED')).toBe(true);
+      expect(await store2.countMemories()).toBe(0);
+      // Not even the batch that succeeded reached the cache.
+      const firstChunk = chunkText(Array.from({ length: 200 }, (_, i) => `word${i}`).join(' '), {
+        chunkSize: 100,
+        overlap: 0,
+      })[0]!;
+      expect(
+        (await store2.getCachedEmbeddings('cairn-hashing-v1', [contentHash(firstChunk)])).size,
+      ).toBe(0);
+
+      // Wrong widths and wrong counts are failures too, never stored.
+      const store3 = await newStore();
+      const narrow = createMemory({
+        store: store3,
+        agentId: 'a',
+        embedder: { id: 'liar', dimensions: 8, embed: async (t) => t.map(() => [1, 0, 0]) },
+      });
+      const e3 = await rejects(narrow.remember({ text: 'hello' }));
+      expect(isCairnError(e3, 'EMBEDDER_FAILED')).toBe(true);
+      expect((e3 as Error).message).toMatch(/3 dimensions.*8/);
+      const short = createMemory({
+        store: store3,
+        agentId: 'a',
+        embedder: { id: 'short', dimensions: 2, embed: async () => [] },
+      });
+      expect(
+        isCairnError(await rejects(short.remember({ text: 'hello' })), 'EMBEDDER_FAILED'),
+      ).toBe(true);
+      expect(await store3.countMemories()).toBe(0);
+    });
+
+    it('returns the existing memory for the same text in the same place, unless allowDuplicate', async () => {
+      const store = await newStore();
+      const embedder = countingEmbedder();
+      const memory = createMemory({ store, agentId: 'a', embedder });
+      const first = await memory.remember({
+        text: 'The office opens at nine',
+        roomId: 'r1',
+        scope: 'room',
+      });
+      const v = memory.version;
+      const again = await memory.remember({
+        text: 'The office opens at nine',
+        roomId: 'r1',
+        scope: 'room',
+        metadata: { x: 1 },
+      });
+      expect(again.id).toBe(first.id);
+      expect(memory.version).toBe(v);
+      expect(embedder.texts()).toBe(1);
+      const otherRoom = await memory.remember({
+        text: 'The office opens at nine',
+        roomId: 'r2',
+        scope: 'room',
+      });
+      const privately = await memory.remember({ text: 'The office opens at nine', roomId: 'r1' });
+      const otherAgent = await createMemory({ store, agentId: 'b', embedder }).remember({
+        text: 'The office opens at nine',
+        roomId: 'r1',
+        scope: 'room',
+      });
+      expect(new Set([first.id, otherRoom.id, privately.id, otherAgent.id]).size).toBe(4);
+      const dup = await memory.remember(
+        { text: 'The office opens at nine', roomId: 'r1', scope: 'room' },
+        { allowDuplicate: true },
+      );
+      expect(dup.id).not.toBe(first.id);
+      expect(embedder.texts()).toBe(1); // all from the cache
+      const batch = await memory.rememberMany([
+        { text: 'alpha' },
+        { text: 'beta' },
+        { text: 'alpha' },
+        { text: 'The office opens at nine', roomId: 'r2', scope: 'room' },
+      ]);
+      expect(batch[0]!.id).toBe(batch[2]!.id);
+      expect(batch[3]!.id).toBe(otherRoom.id);
+      expect(await store.countMemories()).toBe(7);
+    });
+
+    it('update re-embeds the new text; version changes on every add, update and removal', async () => {
+      const store = await newStore();
+      const embedder = countingEmbedder(hashingEmbedder({ dimensions: 128 }));
+      const memory = createMemory({ store, agentId: 'a', embedder });
+      const versions = [memory.version];
+      const m = await memory.remember({ text: 'Ada prefers short answers', metadata: { k: 1 } });
+      versions.push(memory.version);
+      const updated = await memory.update(m.id, { text: 'Ada prefers long detailed answers' });
+      versions.push(memory.version);
+      const [expected] = await hashingEmbedder({ dimensions: 128 }).embed([
+        'Ada prefers long detailed answers',
+      ]);
+      expect(updated.embedding).toEqual(expected);
+      expect(updated.contentHash).not.toBe(m.contentHash);
+      expect(updated.metadata).toEqual({ k: 1 });
+      expect(embedder.calls.at(-1)).toEqual(['Ada prefers long detailed answers']);
+      const [hit] = await memory.recall('long detailed', { mode: 'vector', limit: 1 });
+      expect(hit!.memory.content.text).toBe('Ada prefers long detailed answers');
+      await memory.update(m.id, { metadata: { k: 2 } });
+      versions.push(memory.version);
+      expect(await memory.forget(m.id)).toBe(true);
+      versions.push(memory.version);
+      expect(new Set(versions).size).toBe(versions.length);
+      expect(await memory.forget(m.id)).toBe(false);
+      expect(memory.version).toBe(versions.at(-1));
+      expect(isCairnError(await rejects(memory.update(m.id, { text: 'x' })), 'NOT_FOUND')).toBe(
+        true,
+      );
+    });
+
+    it('refuses an embedder of another id or width with EMBEDDING_MISMATCH naming both', async () => {
+      const store = await newStore();
+      await createMemory({
+        store,
+        agentId: 'a',
+        embedder: hashingEmbedder({ dimensions: 64 }),
+      }).remember({ text: 'first' });
+      const wider = createMemory({
+        store,
+        agentId: 'a',
+        embedder: hashingEmbedder({ dimensions: 128 }),
+      });
+      for (const p of [
+        wider.remember({ text: 'second' }),
+        wider.recall('first', { mode: 'vector' }),
+        wider.recall('first'),
+      ]) {
+        const e = await rejects(p);
+        expect(isCairnError(e, 'EMBEDDING_MISMATCH')).toBe(true);
+        expect((e as Error).message).toContain('64');
+        expect((e as Error).message).toContain('128');
+      }
+      const renamed = createMemory({
+        store,
+        agentId: 'a',
+        embedder: { ...hashingEmbedder({ dimensions: 64 }), id: 'other-model' },
+      });
+      const e = await rejects(renamed.remember({ text: 'third' }));
+      expect(isCairnError(e, 'EMBEDDING_MISMATCH')).toBe(true);
+      expect((e as Error).message).toContain('cairn-hashing-v1');
+      expect((e as Error).message).toContain('other-model');
+      expect(await store.countMemories()).toBe(1);
+      // Keyword recall needs no vectors and still works.
+      expect((await renamed.recall('first', { mode: 'keyword' })).length).toBe(1);
+    });
+
+    it('recent lists the newest memories the viewer may see; recency decay favours newer memories', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a' });
+      const day = 86_400_000;
+      const now = Date.UTC(2026, 0, 10);
+      const old = await memory.remember({
+        text: 'meeting notes about the budget',
+        roomId: 'r1',
+        scope: 'room',
+        createdAt: now - 30 * day,
+      });
+      const fresh = await memory.remember({
+        text: 'meeting notes about the budget review',
+        roomId: 'r1',
+        scope: 'room',
+        createdAt: now - day,
+      });
+      await memory.remember({ text: 'private aside', roomId: 'r1', createdAt: now });
+      await memory.remember({ text: 'another room', roomId: 'r2', scope: 'room', createdAt: now });
+      const recent = await memory.recent({ roomId: 'r1', limit: 10 });
+      expect(recent.map((m) => m.content.text)).toEqual([
+        'private aside',
+        'meeting notes about the budget review',
+        'meeting notes about the budget',
+      ]);
+      const someoneElse = await createMemory({ store, agentId: 'b' }).recent({ roomId: 'r1' });
+      expect(someoneElse.map((m) => m.id)).toEqual([fresh.id, old.id]);
+      const plain = await memory.recall('budget meeting notes', { roomId: 'r1', mode: 'vector' });
+      expect(plain[0]!.memory.id).toBe(old.id); // closer text
+      const decayed = await memory.recall('budget meeting notes', {
+        roomId: 'r1',
+        mode: 'vector',
+        recencyHalfLifeMs: 7 * day,
+        now,
+      });
+      expect(decayed[0]!.memory.id).toBe(fresh.id);
+      expect(decayed[0]!.score).toBeCloseTo(
+        plain.find((h) => h.memory.id === fresh.id)!.score * 0.5 ** (1 / 7),
+        10,
+      );
+    });
+  });
+}
