@@ -1,0 +1,98 @@
+import { applyUpdate, type JsonObject, type StateCommit, type StateOf, type StateSchema, type UpdateOf } from '@cairn/core';
+import type { Store } from '@cairn/store';
+
+/**
+ * When a state commit also stores the whole state. A snapshot is written when the
+ * commits since the last one reach `maxCommits`, or when the bytes of their updates
+ * pass `bytesRatio` times the size of that snapshot (and at least `minBytes`), so that
+ * reading the state costs at most one snapshot plus a bounded replay, while a large
+ * state that receives small updates is rarely rewritten.
+ */
+export interface SnapshotPolicy {
+  /** Default 50. */
+  maxCommits?: number;
+  /** Default 1: replaying must not read more update bytes than the snapshot itself. */
+  bytesRatio?: number;
+  /** Below this many update bytes since the last snapshot, never snapshot for size. Default 4096. */
+  minBytes?: number;
+}
+
+export type ResolvedSnapshotPolicy = Required<SnapshotPolicy>;
+
+export function resolveSnapshotPolicy(p: SnapshotPolicy | undefined): ResolvedSnapshotPolicy {
+  return {
+    maxCommits: Math.max(1, Math.floor(p?.maxCommits ?? 50)),
+    bytesRatio: p?.bytesRatio ?? 1,
+    minBytes: p?.minBytes ?? 4096,
+  };
+}
+
+/** A branch's state as read from its commits, plus what the snapshot policy needs. */
+export interface LoadedState {
+  state: JsonObject;
+  /** The latest version included (0: no commit). */
+  version: number;
+  /** Commits replayed on top of the last snapshot (or of the initial state). */
+  commitsSinceSnapshot: number;
+  /** Bytes of those commits' updates. */
+  bytesSinceSnapshot: number;
+  /** Size of the last snapshot (or of the initial state), in JSON characters. */
+  snapshotBytes: number;
+}
+
+export const jsonSize = (value: unknown): number => JSON.stringify(value).length;
+
+/** Applies stored commits (ascending) on top of a loaded state. */
+export function replay<S extends StateSchema<any>>(schema: S, base: LoadedState, commits: readonly StateCommit[]): LoadedState {
+  let { state, version, commitsSinceSnapshot, bytesSinceSnapshot, snapshotBytes } = base;
+  for (const c of commits) {
+    if (c.version <= version) continue;
+    if (c.snapshot) {
+      state = c.snapshot;
+      snapshotBytes = jsonSize(c.snapshot);
+      commitsSinceSnapshot = 0;
+      bytesSinceSnapshot = 0;
+    } else {
+      state = applyUpdate(schema, state as StateOf<S>, c.update as UpdateOf<S>, { scope: 'thread' }).state as JsonObject;
+      commitsSinceSnapshot++;
+      bytesSinceSnapshot += jsonSize(c.update);
+    }
+    version = c.version;
+  }
+  return { state, version, commitsSinceSnapshot, bytesSinceSnapshot, snapshotBytes };
+}
+
+export function initialLoaded(initial: JsonObject): LoadedState {
+  return { state: initial, version: 0, commitsSinceSnapshot: 0, bytesSinceSnapshot: 0, snapshotBytes: jsonSize(initial) };
+}
+
+/**
+ * Reads a branch's state: the latest commit (at or before `maxMessageDepth` when given),
+ * from the newest snapshot at or before it plus the commits after that snapshot.
+ * Null when the branch has no such commit.
+ */
+export async function readBranchState<S extends StateSchema<any>>(
+  store: Store,
+  schema: S,
+  branchId: string,
+  initial: JsonObject,
+  maxMessageDepth?: number,
+): Promise<LoadedState | null> {
+  const latest = await store.getLatestStateCommit(
+    branchId,
+    maxMessageDepth === undefined ? undefined : { maxMessageDepth },
+  );
+  if (!latest) return null;
+  if (latest.snapshot) return replay(schema, initialLoaded(initial), [latest]);
+  const snap = await store.getLatestStateCommit(branchId, { withSnapshot: true, maxVersion: latest.version });
+  const base = snap ? replay(schema, initialLoaded(initial), [snap]) : initialLoaded(initial);
+  const commits = await store.getStateCommits(branchId, { fromVersion: base.version + 1, toVersion: latest.version });
+  return replay(schema, base, commits);
+}
+
+/** Whether the next commit (with an update of `updateBytes`) should carry a snapshot. */
+export function wantsSnapshot(p: ResolvedSnapshotPolicy, loaded: LoadedState, updateBytes: number): boolean {
+  if (loaded.commitsSinceSnapshot + 1 >= p.maxCommits) return true;
+  const bytes = loaded.bytesSinceSnapshot + updateBytes;
+  return bytes >= p.minBytes && bytes > loaded.snapshotBytes * p.bytesRatio;
+}

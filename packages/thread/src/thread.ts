@@ -1,0 +1,827 @@
+import {
+  assertJson,
+  type Branch,
+  CairnError,
+  type Checkpoint,
+  isCairnError,
+  type JsonObject,
+  type JsonValue,
+  type Message,
+  newId,
+  type StateOf,
+  type StateSchema,
+  type ThreadStateOf,
+  type ThreadUpdateOf,
+  type Thread as ThreadRecord,
+  type Timestamp,
+  type UpdateOf,
+  applyUpdate,
+} from '@cairn/core';
+import type { NewMessage, Store, StoreChange } from '@cairn/store';
+import { forkBranchNumber } from './branch-names.js';
+import type { ThreadEvent, ThreadListener } from './events.js';
+import { acquireRunLease, type RunRecord, runKey, runRecord, type ThreadRun } from './run.js';
+import {
+  initialLoaded,
+  jsonSize,
+  type LoadedState,
+  readBranchState,
+  replay,
+  type ResolvedSnapshotPolicy,
+  resolveSnapshotPolicy,
+  type SnapshotPolicy,
+  wantsSnapshot,
+} from './state-log.js';
+import { ThreadTurn } from './turn.js';
+
+/** A message to add: stored when `save()` runs. Giving the id of a stored message makes it an edit. */
+export interface MessageInput {
+  id?: string;
+  role: string;
+  type?: string | null;
+  data: JsonValue;
+  createdAt?: Timestamp;
+}
+
+/** A message added but not saved yet. */
+export interface PendingMessage {
+  id: string;
+  role: string;
+  type: string | null;
+  data: JsonValue;
+  createdAt?: Timestamp;
+  /** The caller chose the id (so it may name a stored message: an edit). */
+  readonly callerId: boolean;
+}
+
+export interface OpenThreadOptions<S extends StateSchema<any>> {
+  /** The state schema; `thread.state` holds its thread-scoped fields. */
+  schema: S;
+  /** Opens this thread, creating it (with this id) when it does not exist. A new thread when omitted. */
+  threadId?: string;
+  /** Used when the thread is created. */
+  resourceId?: string | null;
+  /** Used when the thread is created. */
+  title?: string | null;
+  /** Work on this branch (and make it active). Default: the thread's active branch, or a new `main`. */
+  branch?: string;
+  /** Finished turns older than this are purged when a turn finishes. Default 24 h. */
+  turnRetentionMs?: number;
+  /** When a state commit also stores a full snapshot. */
+  snapshotPolicy?: SnapshotPolicy;
+  /** Attempts after a version or head conflict before `CONFLICT` is thrown. Default 50. */
+  maxRetries?: number;
+}
+
+export interface SaveOptions {
+  /** `'rebase'` (default): chain after whatever another writer saved. `'fail'`: throw `CONFLICT`. */
+  onConflict?: 'rebase' | 'fail';
+}
+
+const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
+const MAX_NAME_TRIES = 1000;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const backoff = (attempt: number) => sleep(Math.random() * Math.min(50, 2 ** Math.min(attempt, 6)));
+
+/**
+ * Opens a thread (creating it, and its `main` branch, when needed) and returns its engine.
+ *
+ * @example
+ * ```ts
+ * const Research = defineState({
+ *   objective: field<string>(),
+ *   keyInsights: field<string[]>({ reducer: reducers.appendUnique, default: () => [] }),
+ * });
+ * const thread = await openThread(store, { schema: Research, resourceId: 'user-1' });
+ * thread.add({ role: 'user', data: { text: 'What is a cairn?' } });
+ * await thread.save();
+ * await thread.update({ keyInsights: ['stacked stones mark a trail'] });
+ * ```
+ */
+export async function openThread<S extends StateSchema<any>>(store: Store, options: OpenThreadOptions<S>): Promise<CairnThread<S>> {
+  if (typeof options !== 'object' || options === null || typeof options.schema?.initial !== 'function') {
+    throw new CairnError('INVALID_ARGUMENT', 'openThread needs { schema } made with defineState');
+  }
+  if (options.turnRetentionMs !== undefined && !(Number.isFinite(options.turnRetentionMs) && options.turnRetentionMs >= 0)) {
+    throw new CairnError('INVALID_ARGUMENT', `turnRetentionMs must be a number >= 0, got ${String(options.turnRetentionMs)}`);
+  }
+  let record: ThreadRecord | null = options.threadId === undefined ? null : await store.getThread(options.threadId);
+  if (!record) {
+    try {
+      record = await store.createThread({
+        ...(options.threadId === undefined ? {} : { id: options.threadId }),
+        resourceId: options.resourceId ?? null,
+        title: options.title ?? null,
+      });
+    } catch (e) {
+      // Another engine created it at the same moment.
+      if (!isCairnError(e, 'CONFLICT') || options.threadId === undefined) throw e;
+      record = await store.getThread(options.threadId);
+      if (!record) throw e;
+    }
+  }
+  const branch = await openBranch(store, record.id, options.branch);
+  const thread = new CairnThread<S>(store, record, options, branch);
+  await thread.load();
+  return thread;
+}
+
+async function openBranch(store: Store, threadId: string, name: string | undefined): Promise<Branch> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    if (name !== undefined) {
+      const b = await store.getBranch(threadId, name);
+      if (b) return b.isActive ? b : store.setActiveBranch(b.id);
+      if ((await store.listBranches(threadId)).length > 0) {
+        throw new CairnError('NOT_FOUND', `thread ${threadId} has no branch named ${JSON.stringify(name)}`, {
+          details: { threadId, branch: name },
+        });
+      }
+    } else {
+      const active = await store.getActiveBranch(threadId);
+      if (active) return active;
+    }
+    try {
+      return await store.createBranch({ threadId, name: name ?? 'main', headMessageId: null, activate: true });
+    } catch (e) {
+      if (!isCairnError(e, 'CONFLICT')) throw e;
+    }
+  }
+  throw new CairnError('CONFLICT', `could not open a branch of thread ${threadId}`);
+}
+
+/**
+ * The engine of one thread: the message graph and its branches, checkpoints, the typed
+ * thread state with its commits, turns and runs. Writes go through one queue, in call
+ * order; a failed call does not block the ones after it.
+ *
+ * @example
+ * ```ts
+ * const thread = await openThread(store, { schema: Research });
+ * thread.add([{ role: 'user', data: 'hi' }, { role: 'assistant', data: 'hello' }]);
+ * const [hi] = await thread.save();
+ * await thread.rewind(hi!.id);          // now on main-v2, whose state is the state as of `hi`
+ * const off = thread.subscribe((e) => console.log(e.kind));
+ * ```
+ */
+export class CairnThread<S extends StateSchema<any>> {
+  readonly #store: Store;
+  readonly #schema: S;
+  readonly #record: ThreadRecord;
+  readonly #retentionMs: number;
+  readonly #policy: ResolvedSnapshotPolicy;
+  readonly #maxRetries: number;
+  readonly #listeners = new Set<ThreadListener>();
+  #branch: Branch;
+  #pending: PendingMessage[] = [];
+  #loaded: LoadedState;
+  #tail: Promise<unknown> = Promise.resolve();
+  #unsubscribe: (() => void) | null = null;
+  #closed = false;
+  #ownWrites = 0;
+  #headRefreshQueued = false;
+  #stateRefreshQueued = false;
+
+  /** @internal — use `openThread`. */
+  constructor(store: Store, record: ThreadRecord, options: OpenThreadOptions<S>, branch: Branch) {
+    this.#store = store;
+    this.#schema = options.schema;
+    this.#record = record;
+    this.#retentionMs = options.turnRetentionMs ?? DEFAULT_RETENTION_MS;
+    this.#policy = resolveSnapshotPolicy(options.snapshotPolicy);
+    this.#maxRetries = options.maxRetries ?? 50;
+    this.#branch = branch;
+    this.#loaded = initialLoaded(this.#initial());
+  }
+
+  /** @internal Loads the active branch's state and starts listening to the store. */
+  async load(): Promise<void> {
+    this.#loaded = await this.#loadBranch(this.#branch);
+    this.#unsubscribe = this.#store.subscribe(this.#record.id, (change) => this.#onStoreChange(change));
+  }
+
+  // ------------------------------------------------------------------ reading
+
+  get id(): string {
+    return this.#record.id;
+  }
+
+  get resourceId(): string | null {
+    return this.#record.resourceId;
+  }
+
+  /** The active branch as this engine sees it. */
+  get branch(): Branch {
+    return { ...this.#branch };
+  }
+
+  get branchId(): string {
+    return this.#branch.id;
+  }
+
+  get branchName(): string {
+    return this.#branch.name;
+  }
+
+  /** The id of the active branch's head message (null on an empty branch). */
+  get head(): string | null {
+    return this.#branch.headMessageId;
+  }
+
+  /** Messages added and not saved yet. */
+  get pending(): readonly PendingMessage[] {
+    return this.#pending.map((m) => ({ ...m }));
+  }
+
+  /** The thread-scoped state of the active branch, kept in memory. */
+  get state(): ThreadStateOf<S> {
+    return this.#loaded.state as ThreadStateOf<S>;
+  }
+
+  /** The active branch's state version (0 before its first commit). */
+  get stateVersion(): number {
+    return this.#loaded.version;
+  }
+
+  /**
+   * A token that changes whenever the active branch, its head or its state changes:
+   * a cache key for context composed from this thread.
+   */
+  get version(): string {
+    return `${this.#branch.id}:${this.#branch.headMessageId ?? ''}:${this.#loaded.version}`;
+  }
+
+  /**
+   * The active branch's messages, root to head (with `limit`, the ones nearest the head).
+   * Reads the branch from the store, so it shows what other writers saved.
+   */
+  async history(options: { limit?: number } = {}): Promise<Message[]> {
+    this.#assertOpen();
+    const fresh = await this.#store.getBranchById(this.#branch.id);
+    if (fresh && fresh.headMessageId !== this.#branch.headMessageId) void this.#queueHeadRefresh();
+    const head = fresh?.headMessageId ?? this.#branch.headMessageId;
+    if (head === null) return [];
+    return this.#store.getChain(head, options.limit === undefined ? {} : { limit: options.limit });
+  }
+
+  /** The thread's branches, in creation order. */
+  async branches(): Promise<Branch[]> {
+    this.#assertOpen();
+    return this.#store.listBranches(this.#record.id);
+  }
+
+  /** The thread's checkpoints, in creation order. */
+  async checkpoints(): Promise<Checkpoint[]> {
+    this.#assertOpen();
+    return this.#store.listCheckpoints(this.#record.id);
+  }
+
+  /**
+   * The thread state as of message `messageId` on the active branch's lineage: the last
+   * commit at or before it. `NOT_FOUND` when the message is not on that lineage.
+   */
+  async stateAt(messageId: string): Promise<ThreadStateOf<S>> {
+    this.#assertOpen();
+    const m = await this.#threadMessage(messageId);
+    const branch = (await this.#store.getBranchById(this.#branch.id)) ?? this.#branch;
+    if (!(await this.#onChain(branch.headMessageId, m))) {
+      throw new CairnError('NOT_FOUND', `message ${messageId} is not on branch ${JSON.stringify(branch.name)}`, {
+        details: { messageId, branch: branch.name },
+      });
+    }
+    return (await this.#stateOnLineage(branch, m.depth)).state as ThreadStateOf<S>;
+  }
+
+  /** The thread's run record (null before the first run). */
+  async runStatus(): Promise<RunRecord | null> {
+    this.#assertOpen();
+    const lease = await this.#store.getLease(runKey(this.#record.id));
+    return lease ? runRecord(lease) : null;
+  }
+
+  /**
+   * Listens to this thread: `messages`, `state`, `branch` and `checkpoint` events, for
+   * this engine's own changes (`source: 'local'`) and others' (`'remote'`, relayed from
+   * the store's notifications). Returns the function that stops listening.
+   */
+  subscribe(listener: ThreadListener): () => void {
+    if (typeof listener !== 'function') throw new CairnError('INVALID_ARGUMENT', 'subscribe needs a function');
+    this.#listeners.add(listener);
+    return () => {
+      this.#listeners.delete(listener);
+    };
+  }
+
+  // ------------------------------------------------------------------ messages
+
+  /** Adds messages to the pending list (validated now, stored by `save()`). */
+  add(message: MessageInput | MessageInput[]): PendingMessage[] {
+    this.#assertOpen();
+    const list = Array.isArray(message) ? message : [message];
+    const added: PendingMessage[] = list.map((m, i) => {
+      const label = `message ${i}`;
+      if (typeof m !== 'object' || m === null) throw new CairnError('INVALID_ARGUMENT', `${label} must be an object`);
+      if (typeof m.role !== 'string' || m.role.length === 0) {
+        throw new CairnError('INVALID_ARGUMENT', `${label}: role must be a non-empty string, got ${JSON.stringify(m.role)}`);
+      }
+      if (m.id !== undefined && (typeof m.id !== 'string' || m.id.length === 0)) {
+        throw new CairnError('INVALID_ARGUMENT', `${label}: id must be a non-empty string`);
+      }
+      if (m.type !== undefined && m.type !== null && typeof m.type !== 'string') {
+        throw new CairnError('INVALID_ARGUMENT', `${label}: type must be a string or null`);
+      }
+      if (m.data === undefined) throw new CairnError('INVALID_ARGUMENT', `${label}: data is required`);
+      assertJson(m.data, `${label}.data`);
+      const p: PendingMessage = { id: m.id ?? newId(), role: m.role, type: m.type ?? null, data: m.data, callerId: m.id !== undefined };
+      if (m.createdAt !== undefined) p.createdAt = m.createdAt;
+      return p;
+    });
+    const ids = new Set(this.#pending.map((p) => p.id));
+    for (const p of added) {
+      if (ids.has(p.id)) throw new CairnError('INVALID_ARGUMENT', `message id ${p.id} is already pending`);
+      ids.add(p.id);
+    }
+    this.#pending.push(...added);
+    return added.map((p) => ({ ...p }));
+  }
+
+  /**
+   * Stores all pending messages as one chain after the head and moves the head, in one
+   * transaction. When another writer moved the head first, the chain is re-parented onto
+   * the new head and saved again (or `CONFLICT` with `onConflict: 'fail'`). A first pending
+   * message carrying a stored message's id is an edit: the engine rewinds to that
+   * message's parent (a new branch, made active) and saves the edit there with a new id.
+   */
+  save(options: SaveOptions = {}): Promise<Message[]> {
+    return this.#serial(() => this.#save(options));
+  }
+
+  async #save(options: SaveOptions): Promise<Message[]> {
+    if (this.#pending.length === 0) return [];
+    const pending = this.#pending;
+    // Edits: only the first pending message may name a stored message.
+    let edit: Message | null = null;
+    for (let i = 0; i < pending.length; i++) {
+      const p = pending[i]!;
+      if (!p.callerId) continue;
+      const stored = await this.#store.getMessage(p.id);
+      if (!stored) continue;
+      if (stored.threadId !== this.#record.id) {
+        throw new CairnError('INVALID_ARGUMENT', `message id ${p.id} belongs to another thread`, { details: { id: p.id } });
+      }
+      if (i > 0) {
+        throw new CairnError('INVALID_ARGUMENT', `only the first pending message can be an edit of a stored message (${p.id} is #${i})`);
+      }
+      edit = stored;
+    }
+    if (edit) {
+      const parent = edit.parentId === null ? null : await this.#threadMessage(edit.parentId);
+      await this.#fork(parent, { activate: true });
+      this.#pending = pending.map((p, i) => (i === 0 ? { ...p, id: newId(), callerId: false } : p));
+    }
+    const chainOf = (head: string | null): NewMessage[] =>
+      this.#pending.map((p, i, all) => {
+        const m: NewMessage = {
+          id: p.id,
+          threadId: this.#record.id,
+          parentId: i === 0 ? head : all[i - 1]!.id,
+          role: p.role,
+          type: p.type,
+          data: p.data,
+        };
+        if (p.createdAt !== undefined) m.createdAt = p.createdAt;
+        return m;
+      });
+    let head = this.#branch.headMessageId;
+    for (let attempt = 0; ; attempt++) {
+      const chain = chainOf(head);
+      let headConflict = false;
+      try {
+        const stored = await this.#write(() =>
+          this.#store.transaction(async (tx) => {
+            const saved = await tx.addMessages(chain);
+            try {
+              const moved = await tx.moveHead(this.#branch.id, head, saved[saved.length - 1]!.id);
+              return { saved, moved };
+            } catch (e) {
+              if (isCairnError(e, 'CONFLICT')) headConflict = true;
+              throw e;
+            }
+          }),
+        );
+        this.#pending = [];
+        this.#branch = { ...stored.moved, isActive: this.#branch.isActive };
+        this.#emit({
+          kind: 'messages',
+          threadId: this.#record.id,
+          branchId: this.#branch.id,
+          headMessageId: this.#branch.headMessageId,
+          messages: stored.saved,
+          source: 'local',
+        });
+        return stored.saved;
+      } catch (e) {
+        if (!headConflict) throw e;
+        const fresh = await this.#store.getBranchById(this.#branch.id);
+        if (!fresh) throw new CairnError('NOT_FOUND', `branch ${this.#branch.id} was deleted`);
+        if (options.onConflict === 'fail' || attempt >= this.#maxRetries) {
+          this.#setHead(fresh);
+          throw new CairnError('CONFLICT', `branch ${JSON.stringify(this.#branch.name)} moved to ${fresh.headMessageId} while saving`, {
+            cause: e,
+            details: { branchId: fresh.id, expectedHeadId: head, headMessageId: fresh.headMessageId },
+          });
+        }
+        head = fresh.headMessageId;
+        await backoff(attempt);
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ branches
+
+  /**
+   * Makes a new branch whose head is `messageId`, named by the rewind rule
+   * (`main` -> `main-v2`, ...), switches to it and drops pending messages. Its state
+   * starts as the state as of that message.
+   */
+  rewind(messageId: string): Promise<Branch> {
+    return this.#serial(async () => {
+      const m = await this.#threadMessage(messageId);
+      const b = await this.#fork(m, { activate: true });
+      this.#pending = [];
+      return b;
+    });
+  }
+
+  /** Makes a branch at the current head without switching to it; pending messages stay. */
+  btw(): Promise<Branch> {
+    return this.#serial(async () => {
+      const fresh = (await this.#store.getBranchById(this.#branch.id)) ?? this.#branch;
+      this.#setHead(fresh);
+      const head = fresh.headMessageId === null ? null : await this.#threadMessage(fresh.headMessageId);
+      return this.#fork(head, { activate: false });
+    });
+  }
+
+  /** Activates the named branch, loads its state and drops pending messages. */
+  switchBranch(name: string): Promise<Branch> {
+    return this.#serial(async () => {
+      const b = await this.#store.getBranch(this.#record.id, name);
+      if (!b) {
+        throw new CairnError('NOT_FOUND', `thread ${this.#record.id} has no branch named ${JSON.stringify(name)}`, {
+          details: { branch: name },
+        });
+      }
+      const active = await this.#write(() => this.#store.setActiveBranch(b.id));
+      const loaded = await this.#loadBranch(active);
+      this.#branch = active;
+      this.#loaded = loaded;
+      this.#pending = [];
+      this.#emit({ kind: 'branch', threadId: this.#record.id, branchId: active.id, name: active.name, action: 'switched', source: 'local' });
+      return { ...active };
+    });
+  }
+
+  // ------------------------------------------------------------------ checkpoints
+
+  /** Bookmarks a message (default the head) under `name`; an existing name moves. */
+  checkpoint(name: string, messageId?: string): Promise<Checkpoint> {
+    return this.#serial(async () => {
+      const target = messageId ?? this.#branch.headMessageId;
+      if (target === null) throw new CairnError('INVALID_ARGUMENT', 'cannot checkpoint an empty branch: no head message');
+      const cp = await this.#write(() => this.#store.saveCheckpoint({ threadId: this.#record.id, name, messageId: target }));
+      this.#emit({ kind: 'checkpoint', threadId: this.#record.id, name: cp.name, messageId: cp.messageId, source: 'local' });
+      return cp;
+    });
+  }
+
+  /** `rewind` to the checkpoint's message: a new branch; no existing branch moves. */
+  restore(name: string): Promise<Branch> {
+    return this.#serial(async () => {
+      const cp = await this.#store.getCheckpoint(this.#record.id, name);
+      if (!cp) {
+        throw new CairnError('NOT_FOUND', `thread ${this.#record.id} has no checkpoint named ${JSON.stringify(name)}`, {
+          details: { checkpoint: name },
+        });
+      }
+      const m = await this.#threadMessage(cp.messageId);
+      const b = await this.#fork(m, { activate: true });
+      this.#pending = [];
+      return b;
+    });
+  }
+
+  // ------------------------------------------------------------------ state
+
+  /**
+   * Merges `update` into the thread state through the schema's reducers and commits it.
+   * Calls apply in call order, one at a time. On a version conflict with another
+   * process the engine re-reads and re-applies the update, up to `maxRetries` times.
+   * `INVALID_UPDATE` for a bad update, before anything is written.
+   */
+  update(update: ThreadUpdateOf<S>): Promise<ThreadStateOf<S>> {
+    return this.#serial(() => this.#update(update as JsonObject));
+  }
+
+  async #update(update: JsonObject): Promise<ThreadStateOf<S>> {
+    if (typeof update !== 'object' || update === null || Array.isArray(update)) {
+      throw new CairnError('INVALID_UPDATE', 'a state update must be a plain object of fields');
+    }
+    const clean: JsonObject = {};
+    for (const [k, v] of Object.entries(update)) if (v !== undefined) clean[k] = v;
+    const updateBytes = jsonSize(clean);
+    for (let attempt = 0; ; attempt++) {
+      const base = this.#loaded;
+      const { state, changed } = applyUpdate(this.#schema, base.state as StateOf<S>, clean as UpdateOf<S>, { scope: 'thread' });
+      if (changed.length === 0) return this.state;
+      const snapshot = wantsSnapshot(this.#policy, base, updateBytes);
+      try {
+        await this.#write(() =>
+          this.#store.appendStateCommit(
+            { branchId: this.#branch.id, messageId: this.#branch.headMessageId, update: clean, snapshot: snapshot ? (state as JsonObject) : null },
+            base.version,
+          ),
+        );
+      } catch (e) {
+        if (!isCairnError(e, 'CONFLICT')) throw e;
+        if (attempt >= this.#maxRetries) {
+          throw new CairnError('CONFLICT', `state of branch ${JSON.stringify(this.#branch.name)} kept changing: gave up after ${attempt + 1} attempts`, {
+            cause: e,
+            details: { branchId: this.#branch.id, attempts: attempt + 1 },
+          });
+        }
+        await this.#catchUp();
+        await backoff(attempt);
+        continue;
+      }
+      this.#loaded = snapshot
+        ? { state: state as JsonObject, version: base.version + 1, commitsSinceSnapshot: 0, bytesSinceSnapshot: 0, snapshotBytes: jsonSize(state) }
+        : {
+            state: state as JsonObject,
+            version: base.version + 1,
+            commitsSinceSnapshot: base.commitsSinceSnapshot + 1,
+            bytesSinceSnapshot: base.bytesSinceSnapshot + updateBytes,
+            snapshotBytes: base.snapshotBytes,
+          };
+      this.#emit({ kind: 'state', threadId: this.#record.id, branchId: this.#branch.id, version: this.#loaded.version, changed, source: 'local' });
+      return this.state;
+    }
+  }
+
+  // ------------------------------------------------------------------ turns and runs
+
+  /** Starts a turn: turn-scoped fields start from their defaults. Stored with `putTurn`. */
+  async beginTurn(options: { messageId?: string | null; source?: string | null; userId?: string | null } = {}): Promise<ThreadTurn<S>> {
+    this.#assertOpen();
+    const messageId = options.messageId ?? null;
+    if (messageId !== null) await this.#threadMessage(messageId);
+    const record = await this.#store.putTurn({
+      id: newId(),
+      threadId: this.#record.id,
+      messageId,
+      source: options.source ?? null,
+      userId: options.userId ?? null,
+      status: 'running',
+      state: this.#schema.initial('turn') as JsonObject,
+      steps: [],
+      startedAt: Date.now(),
+      finishedAt: null,
+    });
+    return new ThreadTurn(this.#store, this.#schema, record, async () => {
+      await this.#store.purgeTurns({ before: Date.now() - this.#retentionMs, threadId: this.#record.id });
+    });
+  }
+
+  /**
+   * Takes the thread's run (one at a time): `CONFLICT` while another owner's run is
+   * live; an expired one is taken over and recorded as `stale_recovered`.
+   */
+  async acquireRun(options: { owner: string; ttlMs: number }): Promise<ThreadRun> {
+    this.#assertOpen();
+    if (typeof options !== 'object' || options === null) throw new CairnError('INVALID_ARGUMENT', 'acquireRun needs { owner, ttlMs }');
+    return acquireRunLease(this.#store, this.#record.id, options.owner, options.ttlMs);
+  }
+
+  /** Stops listening to the store; later calls fail with `CLOSED`. Waits for queued writes. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#unsubscribe?.();
+    this.#unsubscribe = null;
+    await this.#tail.catch(() => undefined);
+    this.#listeners.clear();
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  #initial(): JsonObject {
+    return this.#schema.initial('thread') as JsonObject;
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new CairnError('CLOSED', `thread ${this.#record.id} was closed`);
+  }
+
+  #serial<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      this.#assertOpen();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const result = this.#tail.then(fn);
+    this.#tail = result.catch(() => undefined);
+    return result;
+  }
+
+  async #write<T>(fn: () => Promise<T>): Promise<T> {
+    this.#ownWrites++;
+    try {
+      return await fn();
+    } finally {
+      this.#ownWrites--;
+    }
+  }
+
+  #emit(event: ThreadEvent): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(event);
+      } catch (e) {
+        queueMicrotask(() => {
+          throw e;
+        });
+      }
+    }
+  }
+
+  #setHead(fresh: Branch): boolean {
+    if (fresh.headMessageId === this.#branch.headMessageId) return false;
+    this.#branch = { ...this.#branch, headMessageId: fresh.headMessageId };
+    return true;
+  }
+
+  async #threadMessage(id: string): Promise<Message> {
+    if (typeof id !== 'string' || id.length === 0) throw new CairnError('INVALID_ARGUMENT', 'a message id must be a non-empty string');
+    const m = await this.#store.getMessage(id);
+    if (!m || m.threadId !== this.#record.id) {
+      throw new CairnError('NOT_FOUND', `thread ${this.#record.id} has no message ${id}`, { details: { messageId: id } });
+    }
+    return m;
+  }
+
+  /** Whether `m` is on the chain ending at `headId`. */
+  async #onChain(headId: string | null, m: Message): Promise<boolean> {
+    if (headId === null) return false;
+    if (headId === m.id) return true;
+    const [at] = await this.#store.getChain(headId, { limit: 1, beforeDepth: m.depth + 1 });
+    return at?.id === m.id;
+  }
+
+  /**
+   * The state at depth `depth` of `branch`'s lineage: the branch's last commit at or
+   * before that depth, or, before its fork, its parent branch's (and so on).
+   */
+  async #stateOnLineage(branch: Branch, depth: number): Promise<LoadedState> {
+    let b: Branch | null = branch;
+    for (let hops = 0; b && hops < 10_000; hops++) {
+      const loaded = await readBranchState(this.#store, this.#schema, b.id, this.#initial(), depth);
+      if (loaded) return loaded;
+      b = b.parentBranchId ? await this.#store.getBranchById(b.parentBranchId) : null;
+    }
+    return initialLoaded(this.#initial());
+  }
+
+  /** The state as of `m`, wherever it is: on the active lineage, or on another branch's. */
+  async #stateAsOf(m: Message | null): Promise<JsonObject> {
+    if (m === null) return this.#initial();
+    const active = (await this.#store.getBranchById(this.#branch.id)) ?? this.#branch;
+    if (await this.#onChain(active.headMessageId, m)) return (await this.#stateOnLineage(active, m.depth)).state;
+    for (const b of await this.#store.listBranches(this.#record.id)) {
+      if (b.id !== active.id && (await this.#onChain(b.headMessageId, m))) return (await this.#stateOnLineage(b, m.depth)).state;
+    }
+    throw new CairnError('NOT_FOUND', `message ${m.id} is on no branch of thread ${this.#record.id}`, { details: { messageId: m.id } });
+  }
+
+  /**
+   * Creates a branch at `at` named by the rewind rule, with the state as of `at` as its
+   * version 1, in one transaction. A name taken meanwhile (CONFLICT) takes the next number.
+   */
+  async #fork(at: Message | null, options: { activate: boolean }): Promise<Branch> {
+    const forkState = await this.#stateAsOf(at);
+    const from = this.#branch;
+    const taken = new Set((await this.#store.listBranches(this.#record.id)).map((b) => b.name));
+    let k = forkBranchNumber(from.name, [...taken]);
+    for (let tries = 0; tries < MAX_NAME_TRIES; tries++, k++) {
+      const name = `${from.name}-v${k}`;
+      if (taken.has(name)) continue;
+      try {
+        const created = await this.#write(() =>
+          this.#store.transaction(async (tx) => {
+            const b = await tx.createBranch({
+              threadId: this.#record.id,
+              name,
+              headMessageId: at?.id ?? null,
+              parentBranchId: from.id,
+              activate: options.activate,
+            });
+            await tx.appendStateCommit({ branchId: b.id, messageId: at?.id ?? null, update: {}, snapshot: forkState }, 0);
+            return b;
+          }),
+        );
+        if (options.activate) {
+          this.#branch = created;
+          this.#loaded = { state: forkState, version: 1, commitsSinceSnapshot: 0, bytesSinceSnapshot: 0, snapshotBytes: jsonSize(forkState) };
+          this.#emit({ kind: 'branch', threadId: this.#record.id, branchId: created.id, name, action: 'switched', source: 'local' });
+          this.#emit({ kind: 'state', threadId: this.#record.id, branchId: created.id, version: 1, changed: [], source: 'local' });
+        } else {
+          this.#emit({ kind: 'branch', threadId: this.#record.id, branchId: created.id, name, action: 'created', source: 'local' });
+        }
+        return created;
+      } catch (e) {
+        if (!isCairnError(e, 'CONFLICT')) throw e;
+        taken.add(name);
+      }
+    }
+    throw new CairnError('CONFLICT', `no free branch name after ${from.name}-v${k - MAX_NAME_TRIES}`);
+  }
+
+  /** A branch's current state; a branch made outside the engine gets its fork state written as version 1. */
+  async #loadBranch(b: Branch): Promise<LoadedState> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const loaded = await readBranchState(this.#store, this.#schema, b.id, this.#initial());
+      if (loaded) return loaded;
+      if (b.parentBranchId === null) return initialLoaded(this.#initial());
+      const fork = b.forkMessageId === null ? null : await this.#store.getMessage(b.forkMessageId);
+      const parent = await this.#store.getBranchById(b.parentBranchId);
+      const state = fork && parent ? (await this.#stateOnLineage(parent, fork.depth)).state : this.#initial();
+      try {
+        await this.#write(() => this.#store.appendStateCommit({ branchId: b.id, messageId: b.forkMessageId, update: {}, snapshot: state }, 0));
+        return { ...initialLoaded(state), version: 1 };
+      } catch (e) {
+        if (!isCairnError(e, 'CONFLICT')) throw e;
+      }
+    }
+    throw new CairnError('CONFLICT', `could not load the state of branch ${b.name}`);
+  }
+
+  /** Applies the commits other writers added to the active branch. True when it advanced. */
+  async #catchUp(): Promise<boolean> {
+    const commits = await this.#store.getStateCommits(this.#branch.id, { fromVersion: this.#loaded.version + 1 });
+    if (commits.length === 0) return false;
+    let from = 0;
+    for (let i = commits.length - 1; i >= 0; i--) if (commits[i]!.snapshot) { from = i; break; }
+    const base = from > 0 || commits[0]!.snapshot ? initialLoaded(this.#initial()) : this.#loaded;
+    this.#loaded = replay(this.#schema, base, commits.slice(from));
+    return true;
+  }
+
+  #onStoreChange(change: StoreChange): void {
+    if (this.#closed) return;
+    const mine = change.branchId === undefined || change.branchId === this.#branch.id;
+    switch (change.kind) {
+      case 'messages':
+        void this.#queueHeadRefresh();
+        return;
+      case 'branch':
+        if (mine) void this.#queueHeadRefresh();
+        if (this.#ownWrites === 0 && change.branchId !== undefined && change.branchId !== this.#branch.id) {
+          this.#emit({ kind: 'branch', threadId: this.#record.id, branchId: change.branchId, action: 'changed', source: 'remote' });
+        }
+        return;
+      case 'state':
+        if (mine) void this.#queueStateRefresh();
+        return;
+      case 'checkpoint':
+        if (this.#ownWrites === 0) this.#emit({ kind: 'checkpoint', threadId: this.#record.id, source: 'remote' });
+        return;
+      default:
+        return;
+    }
+  }
+
+  #queueHeadRefresh(): Promise<void> {
+    if (this.#headRefreshQueued || this.#closed) return Promise.resolve();
+    this.#headRefreshQueued = true;
+    const run = this.#tail.then(async () => {
+      this.#headRefreshQueued = false;
+      const fresh = await this.#store.getBranchById(this.#branch.id);
+      if (fresh && this.#setHead(fresh)) {
+        this.#emit({ kind: 'messages', threadId: this.#record.id, branchId: fresh.id, headMessageId: fresh.headMessageId, source: 'remote' });
+      }
+    });
+    this.#tail = run.catch(() => undefined);
+    return run.catch(() => undefined);
+  }
+
+  #queueStateRefresh(): void {
+    if (this.#stateRefreshQueued || this.#closed) return;
+    this.#stateRefreshQueued = true;
+    const run = this.#tail.then(async () => {
+      this.#stateRefreshQueued = false;
+      if (await this.#catchUp()) {
+        this.#emit({ kind: 'state', threadId: this.#record.id, branchId: this.#branch.id, version: this.#loaded.version, changed: [], source: 'remote' });
+      }
+    });
+    this.#tail = run.catch(() => undefined);
+  }
+}

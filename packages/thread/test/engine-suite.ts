@@ -1,0 +1,591 @@
+import { isCairnError, type Message } from '@cairn/core';
+import type { Store } from '@cairn/store';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CairnThread, openThread, type ThreadEvent } from '../src/index.js';
+import { Research } from './schema.js';
+
+export interface EngineStore {
+  /** Shown in test names. */
+  name: string;
+  /** A store for the whole suite; tests use their own threads. */
+  create: () => Promise<Store>;
+  /** Closes it and removes what it created. */
+  destroy: (store: Store) => Promise<void>;
+  /** A reason to skip (the server is unreachable, say). */
+  skip?: string | false;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function code(p: Promise<unknown> | (() => unknown)): Promise<string> {
+  try {
+    await (typeof p === 'function' ? p() : p);
+  } catch (e) {
+    return isCairnError(e) ? e.code : `not a CairnError: ${String(e)}`;
+  }
+  return 'no error';
+}
+
+const texts = (ms: Message[]) => ms.map((m) => m.data);
+
+/**
+ * The engine's behaviour on one store. Each store runs it with one line:
+ * `describeThreadEngine({ name, create, destroy })`.
+ */
+export function describeThreadEngine(s: EngineStore): void {
+  describe.skipIf(Boolean(s.skip))(`@cairn/thread on ${s.name}`, () => {
+    let store: Store;
+    const open = (o: Partial<Parameters<typeof openThread<typeof Research>>[1]> = {}) =>
+      openThread(store, { schema: Research, ...o });
+    const say = async (t: CairnThread<typeof Research>, ...data: string[]) => {
+      t.add(data.map((d, i) => ({ role: i % 2 ? 'assistant' : 'user', data: d })));
+      return t.save();
+    };
+
+    beforeAll(async () => {
+      store = await s.create();
+    });
+    afterAll(async () => {
+      if (store) await s.destroy(store);
+    });
+
+    describe('opening', () => {
+      it('creates a thread with an active main branch and the initial state', async () => {
+        const t = await open({ resourceId: 'user-1', title: 'Cairns' });
+        expect(t.branchName).toBe('main');
+        expect(t.head).toBeNull();
+        expect(t.state).toEqual({ keyInsights: [], notes: {}, counter: 0 });
+        const rec = await store.getThread(t.id);
+        expect(rec?.resourceId).toBe('user-1');
+        expect(rec?.title).toBe('Cairns');
+        expect((await store.getActiveBranch(t.id))?.id).toBe(t.branchId);
+      });
+
+      it('reopens a thread by id on its active branch with its state', async () => {
+        const a = await open();
+        await say(a, 'hi');
+        await a.update({ objective: 'stones' });
+        const b = await open({ threadId: a.id });
+        expect(b.branchId).toBe(a.branchId);
+        expect(b.head).toBe(a.head);
+        expect(b.state.objective).toBe('stones');
+        expect(texts(await b.history())).toEqual(['hi']);
+      });
+
+      it('creates a thread with a given id, and opens a named branch (NOT_FOUND for an unknown one)', async () => {
+        const id = `t-${Math.random().toString(36).slice(2)}`;
+        const a = await open({ threadId: id });
+        expect(a.id).toBe(id);
+        await say(a, 'x');
+        await a.btw();
+        const b = await open({ threadId: id, branch: 'main-v2' });
+        expect(b.branchName).toBe('main-v2');
+        expect((await store.getActiveBranch(id))?.name).toBe('main-v2');
+        expect(await code(open({ threadId: id, branch: 'nope' }))).toBe('NOT_FOUND');
+      });
+
+      it('rejects a missing schema with INVALID_ARGUMENT', async () => {
+        expect(await code(openThread(store, {} as never))).toBe('INVALID_ARGUMENT');
+      });
+    });
+
+    describe('messages', () => {
+      it('save chains pending messages after the head; history is root to head', async () => {
+        const t = await open();
+        t.add({ role: 'user', data: 'one' });
+        t.add([{ role: 'assistant', data: 'two' }, { role: 'user', type: 'note', data: { text: 'three' } }]);
+        expect(t.pending).toHaveLength(3);
+        const saved = await t.save();
+        expect(saved.map((m) => m.depth)).toEqual([0, 1, 2]);
+        expect(saved[1]!.parentId).toBe(saved[0]!.id);
+        expect(t.pending).toHaveLength(0);
+        expect(t.head).toBe(saved[2]!.id);
+        await say(t, 'four');
+        expect(texts(await t.history())).toEqual(['one', 'two', { text: 'three' }, 'four']);
+        expect(texts(await t.history({ limit: 2 }))).toEqual([{ text: 'three' }, 'four']);
+        expect((await t.history())[2]!.type).toBe('note');
+        expect(await t.save()).toEqual([]);
+      });
+
+      it('rejects bad messages at add, and a failing save stores nothing and keeps pending', async () => {
+        const t = await open();
+        expect(await code(() => t.add({ role: '', data: 'x' }))).toBe('INVALID_ARGUMENT');
+        expect(await code(() => t.add({ role: 'user', data: { bad: undefined } as never }))).toBe('INVALID_ARGUMENT');
+        expect(await code(() => t.add({ role: 'user', data: Number.NaN }))).toBe('INVALID_ARGUMENT');
+        expect(t.pending).toHaveLength(0);
+        const other = await open();
+        const [foreign] = await say(other, 'elsewhere');
+        t.add([{ role: 'user', data: 'ok' }, { id: foreign!.id, role: 'user', data: 'steal' }]);
+        expect(await code(t.save())).toBe('INVALID_ARGUMENT');
+        expect(await t.history()).toEqual([]);
+        expect(t.pending).toHaveLength(2);
+      });
+
+      it('two engines saving to one branch never lose a message (A1, A2 / B1)', async () => {
+        for (const order of ['A first', 'B first'] as const) {
+          const a = await open();
+          await say(a, 'A1');
+          const b = await open({ threadId: a.id });
+          a.add({ role: 'user', data: 'A2' });
+          b.add({ role: 'user', data: 'B1' });
+          if (order === 'A first') {
+            await a.save();
+            await b.save();
+          } else {
+            await Promise.all([b.save(), a.save()]);
+          }
+          const stored = texts(await store.getChain((await store.getBranchById(a.branchId))!.headMessageId!));
+          expect(stored).toHaveLength(3);
+          expect(stored[0]).toBe('A1');
+          expect([...stored].sort()).toEqual(['A1', 'A2', 'B1']);
+          expect(texts(await a.history())).toEqual(stored);
+          expect(texts(await b.history())).toEqual(stored);
+        }
+      });
+
+      it("save({ onConflict: 'fail' }) throws CONFLICT when another writer moved the head, keeping pending", async () => {
+        const a = await open();
+        await say(a, 'A1');
+        const b = await open({ threadId: a.id });
+        a.add({ role: 'user', data: 'A2' });
+        b.add({ role: 'user', data: 'B1' });
+        // both read the head A1 before either commits; A wins, B asked to fail
+        const [, outcome] = await Promise.all([a.save(), code(b.save({ onConflict: 'fail' }))]);
+        expect(outcome).toBe('CONFLICT');
+        expect(b.pending.map((p) => p.data)).toEqual(['B1']);
+        expect(texts(await a.history())).toEqual(['A1', 'A2']);
+        await b.save();
+        expect(texts(await a.history())).toEqual(['A1', 'A2', 'B1']);
+      });
+
+      it('saving an edit of a stored message makes a new branch from its parent with a new id', async () => {
+        const t = await open();
+        const [m1, m2, m3] = await say(t, 'q1', 'a1', 'q2');
+        await t.update({ counter: 1 });
+        t.add({ id: m2!.id, role: 'assistant', data: 'a1 (edited)' });
+        t.add({ role: 'user', data: 'q2 again' });
+        const [edit, after] = await t.save();
+        expect(t.branchName).toBe('main-v2');
+        expect(edit!.id).not.toBe(m2!.id);
+        expect(edit!.parentId).toBe(m1!.id);
+        expect(after!.parentId).toBe(edit!.id);
+        expect(texts(await t.history())).toEqual(['q1', 'a1 (edited)', 'q2 again']);
+        // the original and its branch are untouched
+        expect(await store.getMessage(m2!.id)).toMatchObject({ data: 'a1', parentId: m1!.id });
+        const main = await store.getBranch(t.id, 'main');
+        expect(main!.headMessageId).toBe(m3!.id);
+        expect(texts(await store.getChain(main!.headMessageId!))).toEqual(['q1', 'a1', 'q2']);
+        // the edit's branch starts from the state as of the parent (before counter: 1)
+        expect(t.state.counter).toBe(0);
+      });
+
+      it('an edit of the root message starts a branch with no head', async () => {
+        const t = await open();
+        const [root] = await say(t, 'first', 'reply');
+        t.add({ id: root!.id, role: 'user', data: 'first, edited' });
+        const [edit] = await t.save();
+        expect(edit!.parentId).toBeNull();
+        expect(t.branchName).toBe('main-v2');
+        expect(texts(await t.history())).toEqual(['first, edited']);
+        expect(texts(await store.getChain((await store.getBranch(t.id, 'main'))!.headMessageId!))).toEqual(['first', 'reply']);
+      });
+    });
+
+    describe('branches', () => {
+      it('rewind names main-v2, main-v3, main-v2-v2, switches and drops pending', async () => {
+        const t = await open();
+        const [m1] = await say(t, 'a', 'b', 'c');
+        t.add({ role: 'user', data: 'unsaved' });
+        const v2 = await t.rewind(m1!.id);
+        expect(v2.name).toBe('main-v2');
+        expect(t.branchName).toBe('main-v2');
+        expect(t.pending).toHaveLength(0);
+        expect(texts(await t.history())).toEqual(['a']);
+        expect((await store.getActiveBranch(t.id))?.name).toBe('main-v2');
+        await t.switchBranch('main');
+        expect((await t.rewind(m1!.id)).name).toBe('main-v3');
+        await t.switchBranch('main-v2');
+        expect((await t.rewind(m1!.id)).name).toBe('main-v2-v2');
+        // n counts every name starting with main-v, main-v2-v2 included: 4, so main-v5
+        await t.switchBranch('main');
+        expect((await t.rewind(m1!.id)).name).toBe('main-v5');
+        expect((await t.branches()).map((b) => b.name)).toEqual(['main', 'main-v2', 'main-v3', 'main-v2-v2', 'main-v5']);
+        expect(await code(t.rewind('no-such-message'))).toBe('NOT_FOUND');
+      });
+
+      it('rewind takes the next free number when the computed name exists', async () => {
+        const t = await open();
+        const [m1] = await say(t, 'a');
+        await store.createBranch({ threadId: t.id, name: 'main-v3', headMessageId: m1!.id });
+        // n = 2 (main, main-v3): main-v3 is taken, so main-v4
+        expect((await t.rewind(m1!.id)).name).toBe('main-v4');
+      });
+
+      it('two engines rewinding or btw-ing at once both succeed with distinct names', async () => {
+        const a = await open();
+        const [m1] = await say(a, 'a', 'b');
+        const b = await open({ threadId: a.id });
+        const [x, y] = await Promise.all([a.rewind(m1!.id), b.rewind(m1!.id)]);
+        expect(new Set([x.name, y.name])).toEqual(new Set(['main-v2', 'main-v3']));
+        const c = await open({ threadId: a.id, branch: 'main' });
+        const d = await open({ threadId: a.id, branch: 'main' });
+        const [p, q] = await Promise.all([c.btw(), d.btw()]);
+        expect(p.name).not.toBe(q.name);
+        expect(new Set([p.name, q.name])).toEqual(new Set(['main-v4', 'main-v5']));
+      });
+
+      it('btw branches at the head without switching and keeps pending; the branch starts with the state', async () => {
+        const t = await open();
+        const [, m2] = await say(t, 'a', 'b');
+        await t.update({ keyInsights: ['x'] });
+        t.add({ role: 'user', data: 'still pending' });
+        const side = await t.btw();
+        expect(side.name).toBe('main-v2');
+        expect(side.headMessageId).toBe(m2!.id);
+        expect(t.branchName).toBe('main');
+        expect(t.pending.map((p) => p.data)).toEqual(['still pending']);
+        await t.save();
+        expect(texts(await t.history())).toEqual(['a', 'b', 'still pending']);
+        await t.update({ keyInsights: ['y'] });
+        await t.switchBranch('main-v2');
+        expect(t.state.keyInsights).toEqual(['x']);
+        expect(texts(await t.history())).toEqual(['a', 'b']);
+      });
+
+      it('switchBranch activates the branch, loads its state and drops pending; NOT_FOUND for unknown', async () => {
+        const t = await open();
+        const [m1] = await say(t, 'a');
+        await t.update({ objective: 'main objective' });
+        await t.rewind(m1!.id);
+        await t.update({ objective: 'side objective' });
+        t.add({ role: 'user', data: 'dropped' });
+        await t.switchBranch('main');
+        expect(t.pending).toHaveLength(0);
+        expect(t.state.objective).toBe('main objective');
+        expect((await store.getActiveBranch(t.id))?.name).toBe('main');
+        await t.switchBranch('main-v2');
+        expect(t.state.objective).toBe('side objective');
+        expect(await code(t.switchBranch('missing'))).toBe('NOT_FOUND');
+        expect(t.branchName).toBe('main-v2');
+      });
+
+      it('lists branches in creation order, which does not depend on the clock', async () => {
+        const t = await open();
+        const [m1] = await say(t, 'a');
+        for (let i = 0; i < 4; i++) await t.btw();
+        const names = (await t.branches()).map((b) => b.name);
+        expect(names).toEqual(['main', 'main-v2', 'main-v3', 'main-v4', 'main-v5']);
+        expect(m1).toBeDefined();
+      });
+    });
+
+    describe('checkpoints', () => {
+      it('checkpoint bookmarks the head; restore rewinds to it and never moves an existing branch', async () => {
+        const t = await open();
+        const [, m2] = await say(t, 'a', 'b');
+        await t.update({ counter: 2 });
+        const cp = await t.checkpoint('before-c');
+        expect(cp.messageId).toBe(m2!.id);
+        const [, m4] = await say(t, 'c', 'd');
+        await t.update({ counter: 4 });
+        const restored = await t.restore('before-c');
+        expect(restored.name).toBe('main-v2');
+        expect(t.branchName).toBe('main-v2');
+        expect(texts(await t.history())).toEqual(['a', 'b']);
+        expect(t.state.counter).toBe(2);
+        expect((await store.getBranch(t.id, 'main'))!.headMessageId).toBe(m4!.id);
+        expect((await t.checkpoints()).map((c) => c.name)).toEqual(['before-c']);
+        // saving the name again moves it
+        await t.checkpoint('before-c', m4!.id);
+        expect((await t.checkpoints())[0]!.messageId).toBe(m4!.id);
+        expect(await code(t.restore('missing'))).toBe('NOT_FOUND');
+        const empty = await open();
+        expect(await code(empty.checkpoint('x'))).toBe('INVALID_ARGUMENT');
+      });
+    });
+
+    describe('state', () => {
+      it('update merges through reducers and commits each change', async () => {
+        const t = await open();
+        await t.update({ keyInsights: ['a', 'b'], notes: { x: '1' } });
+        await t.update({ keyInsights: ['b', 'c'], notes: { y: '2' }, counter: 3 });
+        expect(t.state).toEqual({ keyInsights: ['a', 'b', 'c'], notes: { x: '1', y: '2' }, counter: 3 });
+        const commits = await store.getStateCommits(t.branchId);
+        expect(commits.map((c) => c.version)).toEqual([1, 2]);
+        expect(commits[1]!.update).toEqual({ keyInsights: ['b', 'c'], notes: { y: '2' }, counter: 3 });
+        expect(t.stateVersion).toBe(2);
+        const again = await open({ threadId: t.id });
+        expect(again.state).toEqual(t.state);
+      });
+
+      it('a bad update is INVALID_UPDATE and writes nothing', async () => {
+        const t = await open();
+        await t.update({ counter: 1 });
+        expect(await code(t.update({ nope: 1 } as never))).toBe('INVALID_UPDATE');
+        expect(await code(t.update({ files: ['x'] } as never))).toBe('INVALID_UPDATE');
+        expect(await code(t.update({ keyInsights: 'x' } as never))).toBe('INVALID_UPDATE');
+        expect(await code(t.update({ counter: Number.POSITIVE_INFINITY }))).toBe('INVALID_UPDATE');
+        expect((await store.getStateCommits(t.branchId)).length).toBe(1);
+        expect(t.state.counter).toBe(1);
+      });
+
+      it('updates apply in call order, one at a time, and a failing one does not block the rest', async () => {
+        const t = await open();
+        const results = await Promise.allSettled([
+          t.update({ objective: 'first', keyInsights: ['1'] }),
+          t.update({ nope: true } as never),
+          t.update({ objective: 'third', keyInsights: ['3'] }),
+          t.update({ keyInsights: ['4'] }),
+        ]);
+        expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+        expect(t.state.objective).toBe('third');
+        expect(t.state.keyInsights).toEqual(['1', '3', '4']);
+        expect((await store.getStateCommits(t.branchId)).map((c) => c.update.keyInsights)).toEqual([['1'], ['3'], ['4']]);
+      });
+
+      it('two engines updating one branch lose nothing: the stale one re-reads and re-applies', async () => {
+        const a = await open();
+        const b = await open({ threadId: a.id });
+        await a.update({ keyInsights: ['from a'] });
+        // b has not seen a's commit unless notified; either way its update must merge
+        await b.update({ keyInsights: ['from b'] });
+        await a.update({ keyInsights: ['a again'] });
+        const fresh = await open({ threadId: a.id });
+        expect(fresh.state.keyInsights).toEqual(['from a', 'from b', 'a again']);
+        expect(a.state.keyInsights).toEqual(['from a', 'from b', 'a again']);
+      });
+
+      it('gives up with CONFLICT after maxRetries when another writer always wins', async () => {
+        const t0 = await open();
+        // A real writer that commits on the branch just before each of the engine's attempts.
+        let rival = 0;
+        const racing: Store = new Proxy(store, {
+          get(target, prop, receiver) {
+            if (prop === 'appendStateCommit') {
+              return async (commit: Parameters<Store['appendStateCommit']>[0], expected: number) => {
+                const latest = await target.getLatestStateCommit(commit.branchId);
+                await target.appendStateCommit({ branchId: commit.branchId, messageId: null, update: { keyInsights: [`rival ${rival++}`] } }, latest?.version ?? 0);
+                return target.appendStateCommit(commit, expected);
+              };
+            }
+            const v = Reflect.get(target, prop, receiver);
+            return typeof v === 'function' ? v.bind(target) : v;
+          },
+        });
+        const t = await openThread(racing, { schema: Research, threadId: t0.id, maxRetries: 2 });
+        expect(await code(t.update({ keyInsights: ['mine'] }))).toBe('CONFLICT');
+        expect(rival).toBe(3);
+        const fresh = await open({ threadId: t0.id });
+        expect(fresh.state.keyInsights).toEqual(['rival 0', 'rival 1', 'rival 2']);
+      });
+
+      it('stateAt answers for any message on the lineage, through the parent branch before a fork', async () => {
+        const t = await open();
+        const [m1] = await say(t, 'm1');
+        await t.update({ keyInsights: ['a'] });
+        const [m2] = await say(t, 'm2');
+        await t.update({ keyInsights: ['b'] });
+        const [m3] = await say(t, 'm3');
+        expect(await t.stateAt(m1!.id)).toMatchObject({ keyInsights: ['a'] });
+        expect(await t.stateAt(m2!.id)).toMatchObject({ keyInsights: ['a', 'b'] });
+        expect(await t.stateAt(m3!.id)).toMatchObject({ keyInsights: ['a', 'b'] });
+        // rewind to m2: the new branch starts with the state as of m2
+        await t.rewind(m2!.id);
+        expect(t.state.keyInsights).toEqual(['a', 'b']);
+        const first = (await store.getStateCommits(t.branchId))[0]!;
+        expect(first).toMatchObject({ version: 1, messageId: m2!.id, snapshot: { keyInsights: ['a', 'b'] } });
+        await t.update({ keyInsights: ['c'] });
+        const [m4] = await say(t, 'm4');
+        expect(await t.stateAt(m4!.id)).toMatchObject({ keyInsights: ['a', 'b', 'c'] });
+        // before the fork: resolved through main
+        expect(await t.stateAt(m1!.id)).toMatchObject({ keyInsights: ['a'] });
+        // m3 is on main only
+        expect(await code(t.stateAt(m3!.id))).toBe('NOT_FOUND');
+        expect(await code(t.stateAt('missing'))).toBe('NOT_FOUND');
+        // rewinding to m1 from main-v2 forks the state as of m1
+        await t.rewind(m1!.id);
+        expect(t.branchName).toBe('main-v2-v2');
+        expect(t.state.keyInsights).toEqual(['a']);
+      });
+
+      it('rewinding to a message on another branch forks the state as of it there', async () => {
+        const t = await open();
+        const [m1] = await say(t, 'm1');
+        await t.rewind(m1!.id);
+        await t.update({ objective: 'side' });
+        const [s1] = await say(t, 's1');
+        await t.switchBranch('main');
+        expect(t.state.objective).toBeUndefined();
+        await t.rewind(s1!.id);
+        expect(t.state.objective).toBe('side');
+      });
+
+      it('commits store the update; snapshots come from the size-aware policy, and reading replays a bounded tail', async () => {
+        const t = await open({ snapshotPolicy: { maxCommits: 5 } });
+        for (let i = 0; i < 23; i++) await t.update({ keyInsights: [`i${i}`] });
+        const commits = await store.getStateCommits(t.branchId);
+        expect(commits).toHaveLength(23);
+        expect(commits.filter((c) => c.snapshot).map((c) => c.version)).toEqual([5, 10, 15, 20]);
+        expect(commits[21]!.update).toEqual({ keyInsights: ['i21'] });
+        expect(commits[19]!.snapshot).toMatchObject({ keyInsights: Array.from({ length: 20 }, (_, i) => `i${i}`) });
+        // reopening reads one snapshot and the 3 commits after it
+        const reads: string[] = [];
+        const counting: Store = new Proxy(store, {
+          get(target, prop, receiver) {
+            const v = Reflect.get(target, prop, receiver);
+            if (typeof v !== 'function') return v;
+            return async (...args: unknown[]) => {
+              const r = await v.apply(target, args);
+              if (prop === 'getStateCommits' || prop === 'getLatestStateCommit') reads.push(`${String(prop)}:${Array.isArray(r) ? r.length : r ? 1 : 0}`);
+              return r;
+            };
+          },
+        });
+        const again = await openThread(counting, { schema: Research, threadId: t.id });
+        expect(again.state).toEqual(t.state);
+        expect(reads).toEqual(['getLatestStateCommit:1', 'getLatestStateCommit:1', 'getStateCommits:3']);
+      });
+
+      it('snapshots sooner when updates are large next to the state, later when small', async () => {
+        const t = await open({ snapshotPolicy: { maxCommits: 1000, minBytes: 0, bytesRatio: 1 } });
+        await t.update({ blob: 'x'.repeat(5000) }); // bigger than the initial state: snapshot
+        for (let i = 0; i < 30; i++) await t.update({ counter: i + 1 }); // ~14 bytes each: no snapshot
+        await t.update({ objective: 'y'.repeat(6000) }); // more than the 5 KB state: snapshot
+        const snaps = (await store.getStateCommits(t.branchId)).filter((c) => c.snapshot).map((c) => c.version);
+        expect(snaps).toEqual([1, 32]);
+      });
+    });
+
+    describe('turns', () => {
+      it('beginTurn resets turn fields; steps record start, end and error; turns are stored', async () => {
+        const t = await open();
+        const [m] = await say(t, 'question');
+        const turn = await t.beginTurn({ messageId: m!.id, source: 'web', userId: 'u1' });
+        expect(turn.state).toEqual({ files: [], phase: 'idle' });
+        await turn.update({ files: ['a.md'], phase: 'planning' });
+        expect(await turn.step('plan', async () => 42)).toBe(42);
+        await expect(turn.step('search', async () => { throw new Error('offline'); })).rejects.toThrow('offline');
+        expect(await code(turn.update({ counter: 1 } as never))).toBe('INVALID_UPDATE');
+        const stored = await store.getTurn(turn.id);
+        expect(stored).toMatchObject({ messageId: m!.id, source: 'web', userId: 'u1', status: 'running', state: { files: ['a.md'], phase: 'planning' } });
+        expect(stored!.steps.map((s) => [s.name, s.error])).toEqual([['plan', null], ['search', 'offline']]);
+        for (const s of stored!.steps) expect(s.end).toBeGreaterThanOrEqual(s.start);
+        await turn.finish();
+        expect((await store.getTurn(turn.id))?.status).toBe('finished');
+        expect(await code(turn.update({ phase: 'late' }))).toBe('CONFLICT');
+        const next = await t.beginTurn({ messageId: m!.id });
+        expect(next.state).toEqual({ files: [], phase: 'idle' });
+        expect(await code(t.beginTurn({ messageId: 'missing' }))).toBe('NOT_FOUND');
+      });
+
+      it('finished turns are purged by turnRetentionMs; running ones stay', async () => {
+        const t = await open({ turnRetentionMs: 0 });
+        const keep = await open({ threadId: t.id });
+        const old = await keep.beginTurn();
+        await old.finish();
+        const running = await t.beginTurn();
+        await sleep(5);
+        const done = await t.beginTurn();
+        await sleep(5);
+        await done.finish();
+        const ids = (await store.listTurns(t.id)).map((x) => x.id);
+        expect(ids).toContain(running.id);
+        expect(ids).not.toContain(old.id);
+        // a turn finished under the default (24 h) retention stays
+        const u = await open();
+        const kept = await u.beginTurn();
+        await sleep(5);
+        await kept.finish();
+        expect((await store.listTurns(u.id)).map((x) => x.id)).toEqual([kept.id]);
+      });
+    });
+
+    describe('runs', () => {
+      it('one run at a time; an expired run is taken over as stale_recovered; the old owner is refused', async () => {
+        const t = await open();
+        expect(await t.runStatus()).toBeNull();
+        const r1 = await t.acquireRun({ owner: 'w1', ttlMs: 60 });
+        expect(await code(t.acquireRun({ owner: 'w2', ttlMs: 60 }))).toBe('CONFLICT');
+        const live = await t.runStatus();
+        expect(live).toMatchObject({ owner: 'w1', isRunning: true, lastResult: null, endedAt: null });
+        expect(live!.expiresAt).toBeGreaterThan(live!.startedAt);
+        await r1.heartbeat();
+        await sleep(100);
+        expect((await t.runStatus())?.isRunning).toBe(false);
+        const r2 = await t.acquireRun({ owner: 'w2', ttlMs: 5000 });
+        const took = await t.runStatus();
+        expect(took).toMatchObject({ owner: 'w2', isRunning: true, lastResult: 'stale_recovered' });
+        expect(took!.recoveredFrom?.owner).toBe('w1');
+        expect(took!.lastError).toContain('w1');
+        expect(await code(r1.heartbeat())).toBe('CONFLICT');
+        expect(await code(r1.release({ result: 'completed' }))).toBe('CONFLICT');
+        await r2.heartbeat();
+        const done = await r2.release({ result: 'failed', error: 'model timeout' });
+        expect(done).toMatchObject({ isRunning: false, lastResult: 'failed', lastError: 'model timeout' });
+        const rec = await t.runStatus();
+        expect(rec).toMatchObject({ owner: 'w2', isRunning: false, lastResult: 'failed', lastError: 'model timeout' });
+        expect(rec!.endedAt).not.toBeNull();
+        expect(rec!.lastHeartbeatAt).toBeGreaterThanOrEqual(rec!.startedAt);
+        // a released run can be taken at once, and completes
+        const r3 = await t.acquireRun({ owner: 'w3', ttlMs: 5000 });
+        expect((await t.runStatus())?.lastResult).toBe('failed');
+        await r3.release({ result: 'completed' });
+        expect((await t.runStatus())).toMatchObject({ isRunning: false, lastResult: 'completed', lastError: null });
+        expect(await code(r3.release({ result: 'nope' as never }))).toBe('INVALID_ARGUMENT');
+      });
+    });
+
+    describe('events and version', () => {
+      it('emits local events for own changes and relays other engines changes', async () => {
+        const a = await open();
+        const b = await open({ threadId: a.id });
+        const seenA: ThreadEvent[] = [];
+        const seenB: ThreadEvent[] = [];
+        a.subscribe((e) => seenA.push(e));
+        const off = b.subscribe((e) => seenB.push(e));
+        const [m1] = await say(a, 'hello');
+        await a.update({ objective: 'o' });
+        await a.checkpoint('cp');
+        await a.btw();
+        expect(seenA.map((e) => `${e.kind}:${e.source}`)).toEqual(['messages:local', 'state:local', 'checkpoint:local', 'branch:local']);
+        const until = async (f: () => boolean) => {
+          for (let i = 0; i < 200 && !f(); i++) await sleep(10);
+        };
+        await until(() => b.state.objective === 'o' && b.head === m1!.id && seenB.some((e) => e.kind === 'checkpoint'));
+        expect(b.head).toBe(m1!.id);
+        expect(b.state.objective).toBe('o');
+        const kinds = new Set(seenB.map((e) => `${e.kind}:${e.source}`));
+        expect(kinds.has('messages:remote')).toBe(true);
+        expect(kinds.has('state:remote')).toBe(true);
+        expect(kinds.has('checkpoint:remote')).toBe(true);
+        off();
+        const before = seenB.length;
+        await say(a, 'more');
+        await sleep(50);
+        expect(seenB.length).toBe(before);
+      });
+
+      it('version changes whenever the head, the state or the branch changes', async () => {
+        const t = await open();
+        const seen = new Set([t.version]);
+        const [m1] = await say(t, 'a');
+        seen.add(t.version);
+        await t.update({ counter: 1 });
+        seen.add(t.version);
+        const v = t.version;
+        await t.update({ counter: 1 }); // no change, no commit
+        expect(t.version).toBe(v);
+        await t.rewind(m1!.id);
+        seen.add(t.version);
+        expect(seen.size).toBe(4);
+      });
+
+      it('after close, calls fail with CLOSED', async () => {
+        const t = await open();
+        await t.close();
+        expect(await code(t.update({ counter: 1 }))).toBe('CLOSED');
+        expect(await code(t.history())).toBe('CLOSED');
+      });
+    });
+  });
+}
