@@ -463,8 +463,9 @@ class Operations {
     return this.data.turns.delete(checkId(id, 'turn id'));
   }
   purgeTurns(options: { before: number; threadId?: string }): number {
-    if (typeof options?.before !== 'number')
+    if (typeof options?.before !== 'number' || !Number.isFinite(options.before))
       throw new CairnError('INVALID_ARGUMENT', 'purgeTurns needs `before` (a timestamp)');
+    if (options.threadId !== undefined) checkId(options.threadId, 'threadId');
     let n = 0;
     for (const [k, t] of this.data.turns) {
       if (t.status === 'running' || t.startedAt >= options.before) continue;
@@ -515,9 +516,11 @@ class Operations {
 
   addMemories(batch: NewMemory[]): Memory[] {
     const memories = normalizeNewMemories(batch, this.now());
+    const seen = new Set<string>();
     for (const m of memories) {
-      if (this.data.memories.has(m.id))
+      if (this.data.memories.has(m.id) || seen.has(m.id))
         throw new CairnError('CONFLICT', `memory id ${JSON.stringify(m.id)} is already used`);
+      seen.add(m.id);
       if (m.embedding) checkVectorWidth(this.data.space, m.embedding, `memory ${m.id} embedding`);
     }
     const first = memories.find((m) => m.embedding);
@@ -557,7 +560,13 @@ class Operations {
   }
   listMemories(filter?: MemoryFilter, options: ListMemoriesOptions = {}): Memory[] {
     const limit = checkLimit(options.limit, 'limit', 100, 10_000);
-    const sign = options.order === 'oldest' ? 1 : -1;
+    const order = options.order ?? 'newest';
+    if (order !== 'newest' && order !== 'oldest')
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `order must be newest or oldest, got ${JSON.stringify(order)}`,
+      );
+    const sign = order === 'oldest' ? 1 : -1;
     return this.#admitted(filter)
       .sort((a, b) => sign * (a.createdAt - b.createdAt || a.seq - b.seq))
       .slice(0, limit)
@@ -631,9 +640,21 @@ class Operations {
     entries: Array<{ contentHash: string; embedding: number[] }>,
   ): void {
     checkId(embedderId, 'embedderId');
+    if (!Array.isArray(entries))
+      throw new CairnError('INVALID_ARGUMENT', 'putCachedEmbeddings expects an array of entries');
     for (const e of entries) {
-      checkId(e.contentHash, 'contentHash');
-      checkVectorWidth(this.data.space, e.embedding, 'cached embedding');
+      checkId(e?.contentHash, 'contentHash');
+      const v = e.embedding;
+      if (
+        !Array.isArray(v) ||
+        v.length === 0 ||
+        !v.every((x) => typeof x === 'number' && Number.isFinite(x))
+      )
+        throw new CairnError(
+          'INVALID_ARGUMENT',
+          `cached embedding of ${JSON.stringify(e.contentHash)} must be a non-empty array of finite numbers`,
+        );
+      checkVectorWidth(this.data.space, v, 'cached embedding');
     }
     for (const e of entries)
       this.data.embeddingCache.set(`${embedderId}\u0000${e.contentHash}`, [...e.embedding]);

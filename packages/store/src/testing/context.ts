@@ -1,0 +1,63 @@
+import { afterAll, beforeAll } from 'vitest';
+import type { Store, StoreCapabilities } from '../store.js';
+
+/** How a store under test is made and disposed of. See `describeStoreConformance`. */
+export interface StoreConformanceOptions {
+  /** Shown in the suite's title. Never used to decide what runs. */
+  name: string;
+  /**
+   * Returns a new store with no data of its own: no threads, no memories, no recorded
+   * embedding space. Called once per area (a `describe` block, in `beforeAll`) and once
+   * per test in the areas that need an untouched store (embedding space, lifecycle).
+   */
+  create: () => Promise<Store>;
+  /**
+   * Disposes of a store made by `create` (drop its schema, delete its file). It may get
+   * a store that the suite already closed. Default: `store.close()`.
+   */
+  destroy?: (store: Store) => Promise<void>;
+  /** When given, the store must report exactly these values for these keys. */
+  capabilities?: Partial<StoreCapabilities>;
+}
+
+/** Generous limits, so a real database on a slow CI machine does not time out. */
+export const HOOK_TIMEOUT = 60_000;
+export const SLOW_TEST_TIMEOUT = 60_000;
+
+/** Releases a store the way the options say. */
+export async function disposeStore(options: StoreConformanceOptions, store: Store): Promise<void> {
+  if (options.destroy) await options.destroy(store);
+  else await store.close();
+}
+
+/**
+ * Registers `beforeAll`/`afterAll` hooks in the current `describe` that create one store
+ * for the block and dispose of it afterwards. Returns a getter for the store.
+ */
+export function useStore(options: StoreConformanceOptions): () => Store {
+  let store: Store | undefined;
+  beforeAll(async () => {
+    store = await options.create();
+  }, HOOK_TIMEOUT);
+  afterAll(async () => {
+    if (store) await disposeStore(options, store);
+    store = undefined;
+  }, HOOK_TIMEOUT);
+  return () => {
+    if (!store) throw new Error(`${options.name}: the store for this block was not created`);
+    return store;
+  };
+}
+
+/** Runs `fn` with a store of its own, disposing of it afterwards even on failure. */
+export async function withFreshStore<T>(
+  options: StoreConformanceOptions,
+  fn: (store: Store) => Promise<T>,
+): Promise<T> {
+  const store = await options.create();
+  try {
+    return await fn(store);
+  } finally {
+    await disposeStore(options, store);
+  }
+}

@@ -1,0 +1,85 @@
+import { describe } from 'vitest';
+import type { StoreConformanceOptions } from './context.js';
+import { describeBranches } from './specs/branches.js';
+import { describeCheckpoints } from './specs/checkpoints.js';
+import { describeEmbeddingSpace } from './specs/embedding-space.js';
+import { describeKeywordSearch } from './specs/keyword-search.js';
+import { describeLeases } from './specs/leases.js';
+import { describeLifecycle } from './specs/lifecycle.js';
+import { describeMemories } from './specs/memories.js';
+import { describeMessages } from './specs/messages.js';
+import { describeNotifications } from './specs/notifications.js';
+import { describeScopeIsolation } from './specs/scope-isolation.js';
+import { describeStateCommits } from './specs/state-commits.js';
+import { describeThreads } from './specs/threads.js';
+import { describeTransactions } from './specs/transactions.js';
+import { describeTurns } from './specs/turns.js';
+import { describeVectorSearch } from './specs/vector-search.js';
+
+export type { StoreConformanceOptions } from './context.js';
+
+/** The areas of the suite, in the order they run. */
+const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
+  describeThreads,
+  describeMessages,
+  describeBranches,
+  describeCheckpoints,
+  describeStateCommits,
+  describeTurns,
+  describeLeases,
+  describeMemories,
+  describeScopeIsolation,
+  describeVectorSearch,
+  describeKeywordSearch,
+  describeEmbeddingSpace,
+  describeTransactions,
+  describeNotifications,
+  describeLifecycle,
+];
+
+/**
+ * Registers the Store conformance suite with vitest: every method of the `Store`
+ * contract, its happy paths, orderings, paging, uniqueness rules, compare-and-set
+ * conflicts, error codes for bad input (with nothing written), scope isolation, exact
+ * search results against a brute-force reference, transactions, notifications and
+ * `close()`. Call it at the top level of a test file.
+ *
+ * Stores: each area (a `describe` block: threads, messages, ... lifecycle) calls
+ * `create()` once in `beforeAll` and `destroy()` in `afterAll`; the embedding-space and
+ * lifecycle areas call them once per test, since they need a store with nothing recorded
+ * or close the store. `create()` must return a store with no data; `destroy()` may get a
+ * store that is already closed. Every test makes its own threads and ids, so areas never
+ * depend on each other.
+ *
+ * Differences between stores are `capabilities`, never names: with `vectorSearch:
+ * 'approximate'` the vector tests check no leaks, true scores and recall instead of
+ * exact order. When `options.capabilities` is given, the store must report those values.
+ *
+ * Data is random from fixed seeds, so a failure reproduces run after run.
+ *
+ * @example
+ * ```ts
+ * // test/memory-store.test.ts
+ * import { createMemoryStore } from '@cairn/store';
+ * import { describeStoreConformance } from '@cairn/store/testing';
+ *
+ * describeStoreConformance({
+ *   name: 'memory',
+ *   create: async () => createMemoryStore(),
+ *   capabilities: { vectorSearch: 'exact', notifications: 'process', durable: false },
+ * });
+ *
+ * // an adapter with a database per area:
+ * describeStoreConformance({
+ *   name: 'postgres',
+ *   create: async () => createPostgresStore({ connectionString: url, schema: `cairn_test_${newId()}` }),
+ *   destroy: async (store) => { await dropSchemaOf(store); await store.close(); },
+ *   capabilities: { notifications: 'cluster', multiProcess: true, durable: true },
+ * });
+ * ```
+ */
+export function describeStoreConformance(options: StoreConformanceOptions): void {
+  describe(`${options.name} store conformance`, () => {
+    for (const area of AREAS) area(options);
+  });
+}
