@@ -19,16 +19,18 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX cairn_threads_resource ON cairn_threads (resource_id, seq);
 
+  -- No foreign key on thread_id: writes check the thread in their transaction and
+  -- deleteThread removes the messages, so the hot insert path skips a lookup per row.
   CREATE TABLE cairn_messages (
     id TEXT PRIMARY KEY,
-    thread_id TEXT NOT NULL REFERENCES cairn_threads (id) ON DELETE CASCADE,
+    thread_id TEXT NOT NULL,
     parent_id TEXT,
     role TEXT NOT NULL,
     type TEXT,
     data TEXT NOT NULL,
     created_at INTEGER NOT NULL,
     depth INTEGER NOT NULL
-  );
+  ) WITHOUT ROWID;
   CREATE INDEX cairn_messages_thread ON cairn_messages (thread_id);
 
   CREATE TABLE cairn_branches (

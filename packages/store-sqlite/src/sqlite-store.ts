@@ -495,6 +495,7 @@ export class SqliteStoreView implements Store {
     return this.#r.write((changes) => {
       checkId(id, 'thread id');
       const { changes: n } = this.#s.sql('DELETE FROM cairn_threads WHERE id = ?').run(id);
+      if (n > 0) this.#s.sql('DELETE FROM cairn_messages WHERE thread_id = ?').run(id);
       if (n > 0) changes.push({ threadId: id, kind: 'thread' });
       return n > 0;
     });
