@@ -62,8 +62,9 @@ export function chunkText(text: string, options: ChunkOptions = {}): string[] {
       let cut = -1;
       if (sentence >= min) cut = sentence + 1;
       else {
+        // A cut at i keeps text[start, start + i): fine when text[start + i] is whitespace.
         for (let i = window.length; i > min; i--) {
-          if (isSpace(window[i])) {
+          if (isSpace(text[start + i])) {
             cut = i;
             break;
           }

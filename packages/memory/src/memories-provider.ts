@@ -7,11 +7,11 @@ import {
 } from '@cairn/core';
 import type { AgentMemory, RecallHit, RecallMode } from './agent-memory.js';
 
-/** The part of a composer's context this provider reads (structurally @cairn/compose's). */
+/** The part of a composer's context this provider reads (structurally @cairn/compose's `ProviderContext`). */
 export interface MemoriesProviderContext {
-  message?: unknown;
+  message: unknown;
+  state?: unknown;
   signal?: AbortSignal;
-  [key: string]: unknown;
 }
 
 /** What the provider returns: the shape @cairn/compose expects of a provider. */
@@ -23,13 +23,15 @@ export interface MemoriesProviderResult {
   } & JsonObject;
 }
 
-export interface MemoriesProviderOptions {
+export interface MemoriesProviderOptions<
+  C extends MemoriesProviderContext = MemoriesProviderContext,
+> {
   /** Memories to recall (default 5). */
   limit?: number;
   /** Who is asking, from the composer's context (the user's room and world). Required: there is no safe guess. */
-  viewerFrom: (ctx: MemoriesProviderContext) => Viewer;
-  /** The query, from the context (default: the message's text, see below). */
-  queryFrom?: (ctx: MemoriesProviderContext) => string | null | undefined;
+  viewerFrom: (ctx: C) => Viewer;
+  /** The query, from the context (default: the message's text: `message` itself when a string, else its `text`, `content` or `data` (or their `.text`) when strings). */
+  queryFrom?: (ctx: C) => string | null | undefined;
   /** Default `MEMORIES`. */
   name?: string;
   mode?: RecallMode;
@@ -42,13 +44,13 @@ export interface MemoriesProviderOptions {
   timeoutMs?: number;
 }
 
-export interface MemoriesProvider {
+export interface MemoriesProvider<C extends MemoriesProviderContext = MemoriesProviderContext> {
   name: string;
   description: string;
   dynamic: boolean;
   position?: number;
   timeoutMs?: number;
-  get(ctx: MemoriesProviderContext): Promise<MemoriesProviderResult>;
+  get(ctx: C): Promise<MemoriesProviderResult>;
 }
 
 /** The text of a message: a string, or `data.text`, `data.content` or `content.text` when they are strings. */
@@ -82,10 +84,10 @@ function messageText(message: unknown): string | null {
  * await composer.compose(message, { version: `${threadVersion}:${memory.version}` });
  * ```
  */
-export function memoriesProvider(
+export function memoriesProvider<C extends MemoriesProviderContext = MemoriesProviderContext>(
   memory: AgentMemory,
-  options: MemoriesProviderOptions,
-): MemoriesProvider {
+  options: MemoriesProviderOptions<C>,
+): MemoriesProvider<C> {
   if (typeof options !== 'object' || options === null || typeof options.viewerFrom !== 'function') {
     throw new CairnError(
       'INVALID_ARGUMENT',
@@ -98,10 +100,9 @@ export function memoriesProvider(
       'INVALID_ARGUMENT',
       `limit must be an integer from 1 to 1000, got ${String(limit)}`,
     );
-  const queryFrom =
-    options.queryFrom ?? ((ctx: MemoriesProviderContext) => messageText(ctx.message));
+  const queryFrom = options.queryFrom ?? ((ctx: C) => messageText(ctx.message));
   const heading = options.heading ?? '# Relevant memories';
-  const provider: MemoriesProvider = {
+  const provider: MemoriesProvider<C> = {
     name: options.name ?? 'MEMORIES',
     description: 'Long-term memories relevant to the current message',
     dynamic: false,

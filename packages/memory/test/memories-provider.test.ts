@@ -1,0 +1,74 @@
+import { createComposer, type Provider, type ProviderContext } from '@cairn/compose';
+import { createMemoryStore } from '@cairn/store';
+import { describe, expect, it } from 'vitest';
+import { createMemory, memoriesProvider } from '../src/index.js';
+
+interface ChatMessage {
+  id: string;
+  roomId: string;
+  userId: string;
+  data: { text: string };
+}
+
+describe('memoriesProvider with @cairn/compose', () => {
+  it('recalls what the viewer may see for the message, and a new memory changes the composition key', async () => {
+    const store = createMemoryStore();
+    const memory = createMemory({ store, agentId: 'assistant' });
+    await memory.remember({
+      text: 'Room one is planning a picnic on Saturday',
+      roomId: 'room-1',
+      scope: 'room',
+    });
+    await memory.remember({
+      text: 'Room two is planning a secret picnic',
+      roomId: 'room-2',
+      scope: 'room',
+    });
+    const provider: Provider<ChatMessage> = memoriesProvider(memory, {
+      limit: 3,
+      viewerFrom: (ctx: ProviderContext<ChatMessage>) => ({
+        agentId: 'assistant',
+        roomId: ctx.message.roomId,
+      }),
+    });
+    const composer = createComposer<ChatMessage>({
+      providers: [provider],
+      cache: { max: 100 },
+      timeoutMs: 5000,
+    });
+    const message = {
+      id: 'm1',
+      roomId: 'room-1',
+      userId: 'u1',
+      data: { text: 'what about the picnic?' },
+    };
+    const first = await composer.compose(message, { version: memory.version });
+    expect(first.text).toContain('# Relevant memories');
+    expect(first.text).toContain('Room one is planning a picnic');
+    expect(first.text).not.toContain('secret');
+    const data = first.data.providers as Record<
+      string,
+      { data: { memories: Array<{ sources: string[] }> } }
+    >;
+    expect(data.MEMORIES!.data.memories.length).toBe(1);
+    expect(data.MEMORIES!.data.memories[0]!.sources.length).toBeGreaterThan(0);
+
+    const before = memory.version;
+    await memory.remember({ text: 'The picnic moved to Sunday', roomId: 'room-1', scope: 'room' });
+    expect(memory.version).not.toBe(before);
+    const second = await composer.compose(message, { version: memory.version });
+    expect(second.text).toContain('The picnic moved to Sunday');
+  });
+
+  it('returns nothing when the message has no text', async () => {
+    const memory = createMemory({ store: createMemoryStore(), agentId: 'a' });
+    await memory.remember({ text: 'anything' });
+    const provider = memoriesProvider(memory, { viewerFrom: () => ({ agentId: 'a' }) });
+    expect(await provider.get({ message: { id: 'x', data: { image: 'png' } } })).toEqual({
+      text: '',
+      values: { memories: '' },
+      data: { memories: [] },
+    });
+    expect(() => memoriesProvider(memory, {} as never)).toThrow(/viewerFrom/);
+  });
+});
