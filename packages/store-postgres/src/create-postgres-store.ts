@@ -1,0 +1,227 @@
+import { createHash } from 'node:crypto';
+import { CairnError, newId } from '@cairn/core';
+import { ChangeEmitter, type Store, type StoreCapabilities } from '@cairn/store';
+import pg from 'pg';
+import { ChangeListener } from './change-listener.js';
+import { Gate } from './gate.js';
+import { ident, migrate } from './migrations.js';
+import { ensureVectorIndex, PostgresStore, type StoreCore } from './postgres-store.js';
+import {
+  isPGlite,
+  type PGliteLike,
+  type PgClientLike,
+  type PgPoolLike,
+  poolQueryable,
+  type Queryable,
+  sessionQueryable,
+} from './queryable.js';
+
+/** Where the store's data lives. The store closes only what it opened itself. */
+export type PostgresConnection =
+  /** The store opens (and closes) a pg pool of its own. */
+  | { connectionString: string }
+  /** A pg `Pool` you own: the store borrows connections and never ends it. */
+  | { pool: PgPoolLike }
+  /** A connected pg `Client`/`PoolClient`, or a PGlite instance, that you own. */
+  | { client: PgClientLike | PGliteLike };
+
+export interface PostgresStoreOptions {
+  /** The schema holding Cairn's tables, created when missing. Default `cairn`. */
+  schema?: string;
+  /** The text search configuration for keyword search. Default `english`. */
+  textSearchConfig?: string;
+  /**
+   * `auto` (default): pgvector's HNSW index when the extension can be created, else an
+   * exact scan. `exact`: always the exact scan.
+   */
+  vectorSearch?: 'auto' | 'exact';
+  /** Connections of the pool opened for `connectionString`. Default 10. */
+  maxConnections?: number;
+}
+
+const MAX_IDENTIFIER = 63;
+
+/**
+ * Opens a Cairn store on PostgreSQL (node-postgres) or PGlite, migrating its schema.
+ * On a server, `subscribe` also hears other processes' changes (LISTEN/NOTIFY over a
+ * connection the store opens for that) and several processes may share the database.
+ *
+ * @example
+ * ```ts
+ * import { createPostgresStore } from '@cairn/store-postgres';
+ * const store = await createPostgresStore({ connectionString: process.env.DATABASE_URL! });
+ * const thread = await store.createThread({ title: 'Soil carbon' });
+ * await store.close();
+ *
+ * // In-process, with pgvector:
+ * import { PGlite } from '@electric-sql/pglite';
+ * import { vector } from '@electric-sql/pglite/vector';
+ * const local = await createPostgresStore({ client: new PGlite({ extensions: { vector } }) });
+ * ```
+ */
+export async function createPostgresStore(
+  connection: PostgresConnection,
+  options: PostgresStoreOptions = {},
+): Promise<Store> {
+  const schema = options.schema ?? 'cairn';
+  if (
+    typeof schema !== 'string' ||
+    schema.length === 0 ||
+    Buffer.byteLength(schema) > MAX_IDENTIFIER
+  ) {
+    throw new CairnError(
+      'INVALID_ARGUMENT',
+      `schema must be a name of 1 to ${MAX_IDENTIFIER} bytes, got ${JSON.stringify(schema)}`,
+    );
+  }
+  const textSearchConfig = options.textSearchConfig ?? 'english';
+  const vectorMode = options.vectorSearch ?? 'auto';
+  if (vectorMode !== 'auto' && vectorMode !== 'exact') {
+    throw new CairnError(
+      'INVALID_ARGUMENT',
+      `vectorSearch must be 'auto' or 'exact', got ${JSON.stringify(vectorMode)}`,
+    );
+  }
+  if (typeof connection !== 'object' || connection === null) {
+    throw new CairnError(
+      'INVALID_ARGUMENT',
+      'createPostgresStore needs { connectionString }, { pool } or { client }',
+    );
+  }
+
+  // What the store opened itself, and so must close.
+  let ownedPool: pg.Pool | null = null;
+  let ownedListenClient: pg.Client | null = null;
+  let db: Queryable;
+  let pglite = false;
+  let durable = true;
+  let listenVia: { client: PgClientLike; run: (sql: string) => Promise<unknown> } | null = null;
+  let listenConfig: pg.ClientConfig | null = null;
+
+  if ('connectionString' in connection) {
+    if (typeof connection.connectionString !== 'string' || connection.connectionString === '') {
+      throw new CairnError('INVALID_ARGUMENT', 'connectionString must be a non-empty string');
+    }
+    ownedPool = new pg.Pool({
+      connectionString: connection.connectionString,
+      max: options.maxConnections ?? 10,
+    });
+    // An idle connection dropped by the server must not crash the process.
+    ownedPool.on('error', () => undefined);
+    db = poolQueryable(ownedPool as unknown as PgPoolLike);
+    listenConfig = { connectionString: connection.connectionString };
+  } else if ('pool' in connection) {
+    db = poolQueryable(connection.pool);
+    listenConfig = { ...(connection.pool.options ?? {}) } as pg.ClientConfig;
+  } else if ('client' in connection) {
+    const client = connection.client;
+    db = sessionQueryable(client);
+    if (isPGlite(client)) {
+      pglite = true;
+      durable =
+        client.dataDir !== undefined &&
+        client.dataDir !== '' &&
+        !client.dataDir.startsWith('memory://');
+    } else {
+      listenVia = { client, run: (sql) => db.exec(sql) };
+    }
+  } else {
+    throw new CairnError(
+      'INVALID_ARGUMENT',
+      'createPostgresStore needs { connectionString }, { pool } or { client }',
+    );
+  }
+
+  const s = ident(schema);
+  const channel = pglite
+    ? null
+    : Buffer.byteLength(`cairn:${schema}`) <= MAX_IDENTIFIER
+      ? `cairn:${schema}`
+      : `cairn:${createHash('sha256').update(schema).digest('hex').slice(0, 32)}`;
+  const emitter = new ChangeEmitter();
+  let listener: ChangeListener | null = null;
+
+  const closeOwned = async () => {
+    if (listener) await listener.stop(ownedListenClient === null).catch(() => undefined);
+    listener = null;
+    if (ownedListenClient) await ownedListenClient.end().catch(() => undefined);
+    ownedListenClient = null;
+    if (ownedPool) await ownedPool.end().catch(() => undefined);
+    ownedPool = null;
+  };
+
+  const capabilities: StoreCapabilities = Object.freeze({
+    vectorSearch: 'exact',
+    notifications: pglite ? 'process' : 'cluster',
+    multiProcess: !pglite,
+    durable,
+  });
+  const core: StoreCore = {
+    db,
+    gate: new Gate(),
+    s,
+    textSearchConfig,
+    vector: null,
+    channel,
+    origin: newId(),
+    emitter,
+    capabilities,
+    closed: false,
+    indexedWidth: null,
+    migrate: async () => {
+      const support = await migrate(db, schema, vectorMode === 'auto');
+      core.vector = support;
+      if (support) {
+        const space = await db.query<{ dimensions: number }>(
+          `SELECT dimensions FROM ${s}.embedding_space`,
+        );
+        const dims = space.rows[0]?.dimensions;
+        if (dims !== undefined) await db.transaction((q) => ensureVectorIndex(core, q, dims));
+      }
+    },
+    close: async () => {
+      if (core.closed) return;
+      core.closed = true;
+      emitter.clear();
+      await core.gate.exclusive(closeOwned);
+    },
+  };
+
+  try {
+    await core.migrate();
+    await db.query('SELECT $1::text::regconfig', [textSearchConfig]).catch((e: unknown) => {
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `textSearchConfig ${JSON.stringify(textSearchConfig)} is not a text search configuration of this database`,
+        {
+          cause: e,
+        },
+      );
+    });
+    if (channel) {
+      if (listenConfig) {
+        ownedListenClient = new pg.Client(listenConfig);
+        ownedListenClient.on('error', () => undefined);
+        await ownedListenClient.connect();
+        const c = ownedListenClient;
+        listenVia = { client: c as unknown as PgClientLike, run: (sql) => c.query(sql) };
+      }
+      listener = new ChangeListener(
+        listenVia!.client,
+        listenVia!.run,
+        channel,
+        core.origin,
+        (change) => emitter.emit(change),
+      );
+      await listener.start();
+    }
+  } catch (e) {
+    await closeOwned();
+    throw e;
+  }
+  core.capabilities = Object.freeze({
+    ...capabilities,
+    vectorSearch: core.vector ? 'approximate' : 'exact',
+  });
+  return new PostgresStore(core);
+}

@@ -1,0 +1,196 @@
+import { AsyncLock } from '@cairn/store';
+
+export type Row = Record<string, unknown>;
+
+export interface QueryResult<R = Row> {
+  rows: R[];
+  rowCount: number;
+}
+
+/**
+ * The one thing the store's SQL runs over: a query, and a way to run several queries
+ * as a transaction on one connection. Nested `transaction` calls become savepoints, so
+ * a failed inner step undoes only itself and leaves the outer transaction usable.
+ */
+export interface Queryable {
+  query<R = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>>;
+  transaction<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  /** Several statements without parameters (migrations). */
+  exec(text: string): Promise<void>;
+}
+
+/** The parts of a node-postgres `Pool` the store uses. */
+export interface PgPoolLike {
+  query(text: string, values?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }>;
+  connect(): Promise<PgClientLike & { release(err?: Error | boolean): void }>;
+  end(): Promise<void>;
+  readonly options?: Record<string, unknown>;
+}
+
+/** The parts of a node-postgres `Client` (or `PoolClient`) the store uses. */
+export interface PgClientLike {
+  query(text: string, values?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }>;
+  on(
+    event: 'notification',
+    listener: (msg: { channel: string; payload?: string }) => void,
+  ): unknown;
+  off?(
+    event: 'notification',
+    listener: (msg: { channel: string; payload?: string }) => void,
+  ): unknown;
+  removeListener?(
+    event: 'notification',
+    listener: (msg: { channel: string; payload?: string }) => void,
+  ): unknown;
+}
+
+/** The parts of a PGlite instance the store uses. */
+export interface PGliteLike {
+  query<T>(text: string, params?: unknown[]): Promise<{ rows: T[]; affectedRows?: number }>;
+  exec(text: string): Promise<unknown>;
+  transaction<T>(fn: (tx: unknown) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+  readonly closed?: boolean;
+  readonly dataDir?: string;
+}
+
+/** True for a PGlite instance (told apart from a pg client by shape, never by import). */
+export function isPGlite(client: unknown): client is PGliteLike {
+  const c = client as Partial<PGliteLike> & { waitReady?: unknown };
+  return (
+    typeof c === 'object' &&
+    c !== null &&
+    typeof c.exec === 'function' &&
+    typeof c.transaction === 'function' &&
+    typeof c.query === 'function' &&
+    'waitReady' in c
+  );
+}
+
+type Session = {
+  query(text: string, params?: unknown[]): Promise<QueryResult>;
+  exec(text: string): Promise<void>;
+};
+
+function pgSession(client: PgClientLike): Session {
+  return {
+    async query(text, params) {
+      const r = await client.query(text, params);
+      return { rows: r.rows as Row[], rowCount: r.rowCount ?? 0 };
+    },
+    async exec(text) {
+      await client.query(text);
+    },
+  };
+}
+
+function pgliteSession(db: PGliteLike): Session {
+  return {
+    async query(text, params) {
+      const r = await db.query<Row>(text, params);
+      return { rows: r.rows, rowCount: Math.max(r.rows.length, r.affectedRows ?? 0) };
+    },
+    async exec(text) {
+      await db.exec(text);
+    },
+  };
+}
+
+/** A queryable bound to one connection that is inside a transaction (depth > 0 = savepoints). */
+class InTransaction implements Queryable {
+  #session: Session;
+  #depth: number;
+
+  constructor(session: Session, depth: number) {
+    this.#session = session;
+    this.#depth = depth;
+  }
+
+  query<R = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
+    return this.#session.query(text, params) as Promise<QueryResult<R>>;
+  }
+
+  exec(text: string): Promise<void> {
+    return this.#session.exec(text);
+  }
+
+  async transaction<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
+    const name = `cairn_sp_${this.#depth}`;
+    await this.#session.exec(`SAVEPOINT ${name}`);
+    try {
+      const result = await fn(new InTransaction(this.#session, this.#depth + 1));
+      await this.#session.exec(`RELEASE SAVEPOINT ${name}`);
+      return result;
+    } catch (e) {
+      await this.#session.exec(`ROLLBACK TO SAVEPOINT ${name}`);
+      throw e;
+    }
+  }
+}
+
+/** Thrown-through marker: the connection could not roll back and must not be reused. */
+const UNUSABLE = Symbol('cairn.unusableConnection');
+
+async function runTransaction<T>(session: Session, fn: (q: Queryable) => Promise<T>): Promise<T> {
+  await session.exec('BEGIN');
+  let result: T;
+  try {
+    result = await fn(new InTransaction(session, 0));
+  } catch (e) {
+    try {
+      await session.exec('ROLLBACK');
+    } catch {
+      if (typeof e === 'object' && e !== null) (e as Record<symbol, boolean>)[UNUSABLE] = true;
+    }
+    throw e;
+  }
+  await session.exec('COMMIT');
+  return result;
+}
+
+/** A pool: each transaction borrows a connection of its own. */
+export function poolQueryable(pool: PgPoolLike): Queryable {
+  return {
+    async query<R>(text: string, params?: unknown[]) {
+      const r = await pool.query(text, params);
+      return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
+    },
+    async exec(text) {
+      await pool.query(text);
+    },
+    async transaction(fn) {
+      const client = await pool.connect();
+      try {
+        const result = await runTransaction(pgSession(client), fn);
+        client.release();
+        return result;
+      } catch (e) {
+        // A connection that could not roll back may still be mid-transaction: destroy it.
+        const unusable =
+          typeof e === 'object' && e !== null && (e as Record<symbol, boolean>)[UNUSABLE] === true;
+        client.release(unusable ? true : undefined);
+        throw e;
+      }
+    },
+  };
+}
+
+/**
+ * One connection (a pg `Client`/`PoolClient` or a PGlite instance): every statement and
+ * transaction takes turns, so nothing interleaves with another caller's transaction.
+ */
+export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
+  const session = isPGlite(client) ? pgliteSession(client) : pgSession(client as PgClientLike);
+  const lock = new AsyncLock();
+  return {
+    query<R>(text: string, params?: unknown[]) {
+      return lock.run(() => session.query(text, params)) as Promise<QueryResult<R>>;
+    },
+    exec(text) {
+      return lock.run(() => session.exec(text));
+    },
+    transaction(fn) {
+      return lock.run(() => runTransaction(session, fn));
+    },
+  };
+}
