@@ -1,42 +1,97 @@
 #!/usr/bin/env node
-import { createMemoryStore } from '@cairn/store';
+import { isCairnError } from '@cairn/core';
+import { type DemoOptions, parseDemoArgs, USAGE } from './args.js';
+import { chatClientFromEnv } from './chat-client.js';
+import { startInspector } from './inspector/server.js';
+import { openDemoStore } from './open-store.js';
+import { createDemoMemory, runScenario } from './scenario.js';
+import { Terminal } from './terminal.js';
 
 /**
- * The placeholder demo: stores a short conversation in the in-memory store and reads it
- * back. The research-assistant scenario replaces it as soon as the engine packages land.
+ * `pnpm demo` — runs the research-assistant scenario on SQLite (or PostgreSQL with
+ * `--db postgres://...`); `pnpm demo serve` — starts the inspector. Expected errors
+ * print one line and exit 1; a stack trace only appears with CAIRN_DEBUG=1.
  */
-async function main(): Promise<void> {
-  const store = createMemoryStore();
-  const thread = await store.createThread({ resourceId: 'demo-user', title: 'Cover crops' });
-  const [question, answer] = await store.addMessages([
-    {
-      id: 'm1',
-      threadId: thread.id,
-      parentId: null,
-      role: 'user',
-      data: { text: 'Do cover crops add nitrogen?' },
-    },
-    {
-      id: 'm2',
-      threadId: thread.id,
-      parentId: 'm1',
-      role: 'assistant',
-      data: { text: 'Legume cover crops do: their rhizobia fix nitrogen from the air.' },
-    },
-  ]);
-  await store.createBranch({ threadId: thread.id, name: 'main', headMessageId: answer!.id });
-  const main = await store.getActiveBranch(thread.id);
-  const chain = await store.getChain(main!.headMessageId!);
-  console.log(
-    `thread ${thread.id} (${thread.title}), branch ${main!.name}, ${chain.length} messages:`,
-  );
-  for (const m of chain)
-    console.log(`  [${m.depth}] ${m.role}: ${(m.data as { text: string }).text}`);
-  console.log(question ? 'read back from the store: ok' : 'nothing stored');
-  await store.close();
+async function main(argv: string[]): Promise<void> {
+  const options = parseDemoArgs(argv, process.env.INIT_CWD ?? process.cwd());
+  if (options.command === 'help') {
+    console.log(USAGE);
+    return;
+  }
+  const term = new Terminal();
+  const chat = chatClientFromEnv(process.env);
+  if (options.command === 'serve') return serve(options, term);
+
+  const store = await openDemoStore(options);
+  try {
+    term.line(term.bold('Cairn demo · a research assistant with durable, branchable state'));
+    term.line(
+      term.dim(
+        `  store: ${describeDb(options)}${chat ? ` · chat: ${chat.model} at ${chat.baseUrl}` : ' · no chat endpoint: the agents are deterministic code'}`,
+      ),
+    );
+    await runScenario({ store, question: options.question, term, chat });
+    term.line();
+    term.line(
+      `  Inspect it: ${term.bold(`pnpm demo serve${options.dbKind === 'postgres' || options.db !== defaultDb() ? ` --db ${options.db}` : ''}`)} → http://127.0.0.1:${options.port}`,
+    );
+  } finally {
+    await store.close();
+  }
 }
 
-main().catch((error: unknown) => {
-  console.error(`error: ${error instanceof Error ? error.message : String(error)}`);
+function defaultDb(): string {
+  return parseDemoArgs([], process.env.INIT_CWD ?? process.cwd()).db;
+}
+
+function describeDb(options: DemoOptions): string {
+  return options.dbKind === 'postgres'
+    ? `PostgreSQL ${options.db.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@')}`
+    : `SQLite ${options.db}`;
+}
+
+async function serve(options: DemoOptions, term: Terminal): Promise<void> {
+  const store = await openDemoStore(options);
+  let closing = false;
+  try {
+    // Take the port before writing anything: a port in use must not leave a half-run scenario.
+    const memory = createDemoMemory(store);
+    const inspector = await startInspector({ store, memory, port: options.port });
+    const { items } = await store.listThreads({ limit: 1 });
+    if (items.length === 0 || options.fresh) {
+      term.line(term.dim('  the database holds no conversation yet: running the scenario first'));
+      await runScenario({
+        store,
+        question: options.question,
+        term,
+        chat: chatClientFromEnv(process.env),
+      });
+    }
+    term.line();
+    term.line(
+      `${term.bold('Cairn inspector')} listening on ${term.bold(term.cyan(inspector.url))}  ${term.dim('(Ctrl-C stops it)')}`,
+    );
+    await new Promise<void>((resolve) => {
+      const stop = () => {
+        if (closing) return;
+        closing = true;
+        inspector.close().finally(resolve);
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+  } finally {
+    await store.close();
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  const message = isCairnError(error)
+    ? error.message
+    : error instanceof Error
+      ? error.message
+      : String(error);
+  process.stderr.write(`cairn-demo: ${message.split('\n')[0]}\n`);
+  if (process.env.CAIRN_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\n`);
   process.exitCode = 1;
 });

@@ -232,41 +232,65 @@ export function reflect(input: {
   };
 }
 
+/** Two-word phrases of the corpus's field that read as one subject. */
+const PHRASES = new Set([
+  'cover crop',
+  'soil nitrogen',
+  'soil microbe',
+  'soil microbiome',
+  'nitrogen fixation',
+  'soil nitrate',
+  'nitrate leaching',
+  'soil carbon',
+  'organic matter',
+  'organic carbon',
+  'legume cover',
+  'microbial biomass',
+  'nitrous oxide',
+  'carbon storage',
+  'nitrogen credit',
+  'weed suppression',
+  'disease suppression',
+]);
+
+/** Verbs that make poor subjects for a title. */
+const VERBS = new Set([
+  'fix',
+  'reduce',
+  'increase',
+  'add',
+  'lower',
+  'raise',
+  'improve',
+  'feed',
+  'help',
+  'work',
+  'matter',
+  'cause',
+  'need',
+]);
+
 /** The first noun phrases of a question: ["cover crops", "soil nitrogen", "microbes"]. */
 export function phrasesOf(question: string, max = 3): string[] {
-  const words: string[] = [];
+  const words: Array<{ raw: string; term: string }> = [];
   const seen = new Set<string>();
   for (const raw of question.split(/[^A-Za-z0-9-]+/)) {
-    const t = terms(raw)[0];
-    if (!t || seen.has(t)) continue;
-    seen.add(t);
-    words.push(raw.toLowerCase());
-    if (words.length === max + 2) break;
+    const term = terms(raw)[0];
+    if (!term || seen.has(term) || VERBS.has(term)) continue;
+    seen.add(term);
+    words.push({ raw: raw.toLowerCase(), term });
   }
-  // Keep two-word phrases that read as one ("cover crops", "soil nitrogen") together.
   const phrases: string[] = [];
   for (let i = 0; i < words.length && phrases.length < max; i++) {
     const w = words[i]!;
     const next = words[i + 1];
-    if (next && PHRASE_HEADS.has(w)) {
-      phrases.push(`${w} ${next}`);
+    if (next && PHRASES.has(`${w.term} ${next.term}`)) {
+      phrases.push(`${w.raw} ${next.raw}`);
       i++;
-    } else phrases.push(w);
+    } else phrases.push(w.raw);
   }
   return phrases;
 }
-
-const PHRASE_HEADS = new Set([
-  'cover',
-  'soil',
-  'nitrogen',
-  'carbon',
-  'legume',
-  'microbial',
-  'nitrate',
-  'catch',
-  'field',
-]);
 
 function listOf(phrases: readonly string[]): string {
   if (phrases.length <= 1) return phrases[0] ?? '';
