@@ -419,15 +419,29 @@ class Operations {
     return copy(commit);
   }
   getStateCommits(branchId: string, range: StateCommitRange = {}): StateCommit[] {
-    this.#branch(checkId(branchId, 'branch id'));
+    checkId(branchId, 'branch id');
     const from = range.fromVersion ?? 1;
     const to = range.toVersion ?? Number.MAX_SAFE_INTEGER;
+    for (const [label, v] of [
+      ['fromVersion', from],
+      ['toVersion', to],
+    ] as const) {
+      if (!Number.isInteger(v) || v < 0)
+        throw new CairnError('INVALID_ARGUMENT', `${label} must be an integer >= 0, got ${v}`);
+    }
+    this.#branch(branchId);
     return (this.data.commits.get(branchId) ?? [])
       .filter((c) => c.version >= from && c.version <= to)
       .map(copy);
   }
   getLatestStateCommit(branchId: string, query: LatestCommitQuery = {}): StateCommit | null {
-    this.#branch(checkId(branchId, 'branch id'));
+    checkId(branchId, 'branch id');
+    for (const label of ['maxVersion', 'maxMessageDepth'] as const) {
+      const v = query[label];
+      if (v !== undefined && !Number.isInteger(v))
+        throw new CairnError('INVALID_ARGUMENT', `${label} must be an integer, got ${v}`);
+    }
+    this.#branch(branchId);
     const list = this.data.commits.get(branchId) ?? [];
     for (let i = list.length - 1; i >= 0; i--) {
       const c = list[i]!;

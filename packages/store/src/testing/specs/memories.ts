@@ -404,6 +404,15 @@ export function describeMemories(options: StoreConformanceOptions): void {
         for (const m of first3) expect(m.createdAt).toBeLessThanOrEqual(floor);
       });
 
+      it('lists 100 memories by default', async () => {
+        const agentId = `many-${newId()}`;
+        await store().addMemories(
+          Array.from({ length: 105 }, (_, i) => ({ agentId, content: { text: `m${i}` } })),
+        );
+        expect(await store().listMemories({ agentId })).toHaveLength(100);
+        expect(await store().countMemories({ agentId })).toBe(105);
+      });
+
       it('returns nothing for filters no memory meets', async () => {
         expect(await store().listMemories({ agentId: `nobody-${run}` })).toEqual([]);
         expect(await store().countMemories({ roomId: `no-room-${run}` })).toBe(0);

@@ -214,6 +214,39 @@ export function describeMessages(options: StoreConformanceOptions): void {
         expect(page.some((m) => a.some((x) => x.id === m.id))).toBe(false);
       });
 
+      it('reads a 600-message chain built over many batches, whole and in pages', async () => {
+        const t = await makeThread(store());
+        const chain: Message[] = [];
+        let parent: string | null = null;
+        for (let b = 0; b < 30; b++) {
+          const part = await makeChain(store(), t.id, 20, parent, `b${b}-`);
+          chain.push(...part);
+          parent = part[19]!.id;
+        }
+        const head = chain[599]!.id;
+        expect((await store().getChain(head)).map((m) => m.id)).toEqual(chain.map((m) => m.id));
+        const page = await store().getChain(head, { limit: 7, beforeDepth: 300 });
+        expect(page.map((m) => m.depth)).toEqual([293, 294, 295, 296, 297, 298, 299]);
+        expect(page.map((m) => m.id)).toEqual(chain.slice(293, 300).map((m) => m.id));
+      });
+
+      it('orders a chain by depth, not by createdAt', async () => {
+        const t = await makeThread(store());
+        const ids = [newId(), newId(), newId()];
+        const stored = await store().addMessages(
+          ids.map((id, i) => ({
+            id,
+            threadId: t.id,
+            parentId: i === 0 ? null : ids[i - 1]!,
+            role: 'user',
+            data: i,
+            createdAt: 1_700_000_000_000 - i * 1000,
+          })),
+        );
+        expect((await store().getChain(ids[2]!)).map((m) => m.id)).toEqual(ids);
+        expect(await store().getChain(ids[2]!, { limit: 2 })).toEqual(stored.slice(1));
+      });
+
       it('fails for an unknown head with NOT_FOUND', async () => {
         await expectCode(() => store().getChain(newId()), 'NOT_FOUND');
       });

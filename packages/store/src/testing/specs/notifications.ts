@@ -99,6 +99,21 @@ export function describeNotifications(options: StoreConformanceOptions): void {
       l.stop();
     });
 
+    it('hears nothing of a transaction that rolled back', async () => {
+      const { s, thread, chain } = await setup();
+      const l = listen(s, thread.id);
+      await expect(
+        s.transaction(async (tx) => {
+          await makeChain(tx, thread.id, 2, chain[2]!.id);
+          throw new Error('roll back');
+        }),
+      ).rejects.toThrow('roll back');
+      await s.saveCheckpoint({ threadId: thread.id, name: 'sentinel', messageId: chain[0]!.id });
+      await l.until((c) => c.kind === 'checkpoint', 'the change after the rollback');
+      expect(l.heard.filter((c) => c.kind === 'messages')).toEqual([]);
+      l.stop();
+    });
+
     it('hears only its own thread', async () => {
       const a = await setup();
       const b = await setup();

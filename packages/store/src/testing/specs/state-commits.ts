@@ -292,6 +292,24 @@ export function describeStateCommits(options: StoreConformanceOptions): void {
       });
     });
 
+    it.each([
+      ['a negative fromVersion', { fromVersion: -1 }],
+      ['a fractional fromVersion', { fromVersion: 1.5 }],
+      ['a NaN toVersion', { toVersion: Number.NaN }],
+    ])('rejects a range with %s (INVALID_ARGUMENT)', async (_l, range) => {
+      const { branch } = await branchWithChain();
+      await expectCode(() => store().getStateCommits(branch.id, range), 'INVALID_ARGUMENT');
+    });
+
+    it.each([
+      ['a fractional maxVersion', { maxVersion: 1.5 }],
+      ['a NaN maxVersion', { maxVersion: Number.NaN }],
+      ['a fractional maxMessageDepth', { maxMessageDepth: 0.5 }],
+    ])('rejects a latest-commit query with %s (INVALID_ARGUMENT)', async (_l, query) => {
+      const { branch } = await branchWithChain();
+      await expectCode(() => store().getLatestStateCommit(branch.id, query), 'INVALID_ARGUMENT');
+    });
+
     describe('bad input writes nothing', () => {
       it('rejects an unknown branch (NOT_FOUND)', async () => {
         const branchId = newId();

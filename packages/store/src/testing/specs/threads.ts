@@ -160,6 +160,22 @@ export function describeThreads(options: StoreConformanceOptions): void {
         expect(seen).toEqual(made.map((t) => t.id).reverse());
       });
 
+      it('returns 50 threads by default', async () => {
+        const resourceId = `res-${newId()}`;
+        const made = await threadsOf(resourceId, 53);
+        const first = await store().listThreads({ resourceId });
+        expect(first.items).toHaveLength(50);
+        expect(first.nextCursor).not.toBeNull();
+        const rest = await store().listThreads({ resourceId, cursor: first.nextCursor });
+        expect(rest.items.map((t) => t.id)).toEqual(
+          made
+            .slice(0, 3)
+            .map((t) => t.id)
+            .reverse(),
+        );
+        expect(rest.nextCursor).toBeNull();
+      });
+
       it('says there is no next page when the page is the last one, even when full', async () => {
         const resourceId = `res-${newId()}`;
         const made = await threadsOf(resourceId, 4);
