@@ -136,9 +136,9 @@ function checkResult(name: string, value: unknown): Readonly<ProviderResult> {
   if (r.data !== undefined && !isPlainObject(r.data)) bad('data that is not a plain object');
   const out: ProviderResult = {};
   if (r.text !== undefined) out.text = r.text as string;
-  if (r.values !== undefined) out.values = r.values as Record<string, unknown>;
-  if (r.data !== undefined) out.data = r.data as Record<string, unknown>;
-  return freezeCopy(out);
+  if (r.values !== undefined) out.values = freezeCopy(r.values as Record<string, unknown>);
+  if (r.data !== undefined) out.data = freezeCopy(r.data as Record<string, unknown>);
+  return Object.freeze(out);
 }
 
 /**
@@ -383,6 +383,11 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
     );
   }
 
+  /**
+   * Runs the selected providers (or reads their caches) in parallel. Providers that share
+   * a budget share one timer, and a provider's AbortController is made only when it reads
+   * `ctx.signal`: both keep the cost of a miss close to that of a bare Promise.all.
+   */
   #run(
     message: M,
     selected: Registered<M, S>[],
@@ -390,145 +395,139 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
     version: string | number | undefined,
     skipCache: boolean,
   ): Promise<Composed> {
-    const keyCtx: ProviderKeyContext<M, S> = { message, state, version };
-    const abandon = new AbortController();
     return new Promise<Composed>((resolve, reject) => {
-      const outcomes: Outcome[] = new Array<Outcome>(selected.length);
-      let pending = selected.length;
+      const count = selected.length;
+      const outcomes = new Array<Outcome | undefined>(count);
+      const calls = new Array<ProviderCall<M, S> | undefined>(count);
+      const timers: ReturnType<typeof setTimeout>[] = [];
+      const started = performance.now();
+      const keyCtx: ProviderKeyContext<M, S> = { message, state, version };
+      let pending = count;
       let settled = false;
-      if (pending === 0) {
-        resolve(this.#build(selected, outcomes));
+
+      const stop = () => {
+        settled = true;
+        for (const t of timers) clearTimeout(t);
+      };
+      const finish = (i: number, outcome: Outcome) => {
+        if (settled || outcomes[i] !== undefined) return;
+        outcomes[i] = outcome;
+        const reg = selected[i]!;
+        if (outcome.kind !== 'ok' && reg.provider.required) {
+          stop();
+          const name = reg.provider.name;
+          const reason = new CairnError(
+            'ABORTED',
+            `composition abandoned: required provider "${name}" failed`,
+            {
+              details: { provider: name },
+            },
+          );
+          for (let j = 0; j < count; j++) if (outcomes[j] === undefined) calls[j]?.abort(reason);
+          reject(requiredFailure(name, outcome));
+          return;
+        }
+        if (--pending === 0) {
+          stop();
+          resolve(this.#build(selected, outcomes as Outcome[]));
+        }
+      };
+
+      if (count === 0) {
+        resolve(this.#build(selected, []));
         return;
       }
-      selected.forEach((reg, i) => {
-        void this.#runOne(reg, keyCtx, abandon.signal, skipCache).then((outcome) => {
-          if (settled) return;
-          outcomes[i] = outcome;
-          if (outcome.kind !== 'ok' && reg.provider.required) {
-            settled = true;
-            const name = reg.provider.name;
-            const error =
-              outcome.kind === 'timeout'
-                ? new CairnError(
-                    'TIMEOUT',
-                    `required provider "${name}" timed out after ${outcome.timeoutMs} ms`,
-                    {
-                      cause: outcome.error,
-                      details: {
-                        provider: name,
-                        timeoutMs: outcome.timeoutMs,
-                        durationMs: outcome.durationMs,
-                      },
-                    },
-                  )
-                : new CairnError(
-                    'PROVIDER_FAILED',
-                    `required provider "${name}" failed: ${describe(outcome.error)}`,
-                    {
-                      cause: outcome.error,
-                      details: { provider: name, durationMs: outcome.durationMs },
-                    },
-                  );
-            abandon.abort(
-              new CairnError(
-                'ABORTED',
-                `composition abandoned: required provider "${name}" failed`,
-                { details: { provider: name } },
-              ),
-            );
-            reject(error);
+      const byBudget = new Map<number, number[]>();
+      for (let i = 0; i < count && !settled; i++) {
+        const reg = selected[i]!;
+        const { provider } = reg;
+        let cacheKey: string | undefined;
+        if (provider.cache !== undefined) {
+          try {
+            const own = provider.cache.key
+              ? provider.cache.key(keyCtx)
+              : JSON.stringify([message.id, version ?? null]);
+            if (typeof own !== 'string') {
+              throw new CairnError(
+                'PROVIDER_FAILED',
+                `provider "${provider.name}": cache.key returned a non-string`,
+              );
+            }
+            cacheKey = `${reg.token}\u0000${own}`;
+          } catch (error) {
+            finish(i, { kind: 'error', error, durationMs: performance.now() - started });
+            continue;
+          }
+          if (!skipCache) {
+            const hit = this.#providerCache.get(cacheKey);
+            if (hit !== undefined) {
+              finish(i, { kind: 'ok', result: hit });
+              continue;
+            }
+          }
+        }
+        const budget = provider.timeoutMs ?? this.#timeoutMs;
+        const group = byBudget.get(budget);
+        if (group === undefined) byBudget.set(budget, [i]);
+        else group.push(i);
+        const call = new ProviderCall<M, S>(message, state, version);
+        calls[i] = call;
+        const onValue = (value: unknown) => {
+          if (settled || outcomes[i] !== undefined) return;
+          let result: Readonly<ProviderResult>;
+          try {
+            result = checkResult(provider.name, value);
+          } catch (error) {
+            finish(i, { kind: 'error', error, durationMs: performance.now() - started });
             return;
           }
-          if (--pending === 0) {
-            settled = true;
-            resolve(this.#build(selected, outcomes));
+          if (cacheKey !== undefined && this.#registry.get(provider.name) === reg) {
+            this.#providerCache.set(cacheKey, result, { ttl: provider.cache!.ttlMs });
           }
-        });
-      });
-    });
-  }
-
-  /** Runs one provider (or reads its cache). Never rejects: failures are outcomes. */
-  async #runOne(
-    reg: Registered<M, S>,
-    keyCtx: ProviderKeyContext<M, S>,
-    abandoned: AbortSignal,
-    skipCache: boolean,
-  ): Promise<Outcome> {
-    const { provider } = reg;
-    const started = performance.now();
-    let cacheKey: string | undefined;
-    if (provider.cache !== undefined) {
-      try {
-        const own = provider.cache.key
-          ? provider.cache.key(keyCtx)
-          : JSON.stringify([keyCtx.message.id, keyCtx.version ?? null]);
-        if (typeof own !== 'string')
-          throw new CairnError(
-            'PROVIDER_FAILED',
-            `provider "${provider.name}": cache.key returned a non-string`,
-          );
-        cacheKey = `${reg.token}\u0000${own}`;
-      } catch (error) {
-        return { kind: 'error', error, durationMs: performance.now() - started };
+          finish(i, { kind: 'ok', result });
+        };
+        const onError = (error: unknown) =>
+          finish(i, { kind: 'error', error, durationMs: performance.now() - started });
+        let value: unknown;
+        try {
+          value = provider.get(call);
+        } catch (error) {
+          onError(error);
+          continue;
+        }
+        if (typeof (value as PromiseLike<unknown> | undefined)?.then === 'function') {
+          (value as PromiseLike<unknown>).then(onValue, onError);
+        } else {
+          onValue(value);
+        }
       }
-      if (!skipCache) {
-        const hit = this.#providerCache.get(cacheKey);
-        if (hit !== undefined) return { kind: 'ok', result: hit };
-      }
-    }
-    const budget = provider.timeoutMs ?? this.#timeoutMs;
-    const controller = new AbortController();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let onAbandon: (() => void) | undefined;
-    const stopped = new Promise<Outcome>((resolve) => {
-      timer = setTimeout(() => {
-        const error = new CairnError(
-          'TIMEOUT',
-          `provider "${provider.name}" exceeded its ${budget} ms budget`,
-          {
-            details: { provider: provider.name, timeoutMs: budget },
-          },
+      if (settled) return;
+      for (const [budget, group] of byBudget) {
+        timers.push(
+          setTimeout(() => {
+            for (const i of group) {
+              if (settled) return;
+              if (outcomes[i] !== undefined) continue;
+              const name = selected[i]!.provider.name;
+              const error = new CairnError(
+                'TIMEOUT',
+                `provider "${name}" exceeded its ${budget} ms budget`,
+                {
+                  details: { provider: name, timeoutMs: budget },
+                },
+              );
+              calls[i]?.abort(error);
+              finish(i, {
+                kind: 'timeout',
+                error,
+                timeoutMs: budget,
+                durationMs: performance.now() - started,
+              });
+            }
+          }, budget),
         );
-        controller.abort(error);
-        resolve({
-          kind: 'timeout',
-          error,
-          timeoutMs: budget,
-          durationMs: performance.now() - started,
-        });
-      }, budget);
-      onAbandon = () => {
-        controller.abort(abandoned.reason);
-        resolve({
-          kind: 'error',
-          error: abandoned.reason,
-          durationMs: performance.now() - started,
-        });
-      };
-      abandoned.addEventListener('abort', onAbandon, { once: true });
-    });
-    const ctx: ProviderContext<M, S> = { ...keyCtx, signal: controller.signal };
-    const work = (async (): Promise<Outcome> => {
-      try {
-        const result = checkResult(provider.name, await provider.get(ctx));
-        return { kind: 'ok', result };
-      } catch (error) {
-        return { kind: 'error', error, durationMs: performance.now() - started };
       }
-    })();
-    const outcome = await Promise.race([work, stopped]);
-    clearTimeout(timer);
-    if (onAbandon) abandoned.removeEventListener('abort', onAbandon);
-    if (
-      outcome.kind === 'ok' &&
-      cacheKey !== undefined &&
-      provider.cache !== undefined &&
-      this.#registry.get(provider.name) === reg
-    ) {
-      this.#providerCache.set(cacheKey, outcome.result, { ttl: provider.cache.ttlMs });
-    }
-    return outcome;
+    });
   }
 
   #build(selected: Registered<M, S>[], outcomes: Outcome[]): Composed {
@@ -596,4 +595,59 @@ export function createComposer<M extends ComposeMessage = ComposeMessage, S = un
   options: ComposerOptions<M, S>,
 ): Composer<M, S> {
   return new Composer<M, S>(options);
+}
+
+function requiredFailure(name: string, outcome: Exclude<Outcome, { kind: 'ok' }>): CairnError {
+  return outcome.kind === 'timeout'
+    ? new CairnError(
+        'TIMEOUT',
+        `required provider "${name}" timed out after ${outcome.timeoutMs} ms`,
+        {
+          cause: outcome.error,
+          details: { provider: name, timeoutMs: outcome.timeoutMs, durationMs: outcome.durationMs },
+        },
+      )
+    : new CairnError(
+        'PROVIDER_FAILED',
+        `required provider "${name}" failed: ${describe(outcome.error)}`,
+        {
+          cause: outcome.error,
+          details: { provider: name, durationMs: outcome.durationMs },
+        },
+      );
+}
+
+/**
+ * The context one provider call receives. Its AbortController is created on the first
+ * read of `signal` (most providers never read it); an abort that happened before then
+ * is applied at that moment.
+ */
+class ProviderCall<M extends ComposeMessage, S> implements ProviderContext<M, S> {
+  readonly message: M;
+  readonly state: S | undefined;
+  readonly version: string | number | undefined;
+  #controller: AbortController | undefined;
+  #reason: unknown;
+  #aborted = false;
+
+  constructor(message: M, state: S | undefined, version: string | number | undefined) {
+    this.message = message;
+    this.state = state;
+    this.version = version;
+  }
+
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+  }
 }

@@ -77,6 +77,52 @@ describe('timeouts', () => {
     expect(composed.values).toEqual({});
     expect(composed.diagnostics.map((d) => d.outcome)).toEqual(['timeout']);
   });
+  it('hands an already aborted signal to a provider that reads it only after its budget ran out', async () => {
+    let late: AbortSignal | undefined;
+    let readLate!: () => void;
+    const composer = createComposer({
+      cache: { max: 10 },
+      timeoutMs: 20,
+      providers: [
+        {
+          name: 'lazy',
+          get: (ctx) =>
+            new Promise((resolve) => {
+              readLate = () => {
+                late = ctx.signal;
+                resolve({});
+              };
+            }),
+        },
+      ],
+    });
+    const composed = await composer.compose(msg('m1'));
+    expect(composed.diagnostics.map((d) => d.outcome)).toEqual(['timeout']);
+    readLate();
+    expect(late!.aborted).toBe(true);
+    expect(isCairnError(late!.reason, 'TIMEOUT')).toBe(true);
+  });
+
+  it('gives providers with different budgets each their own deadline', async () => {
+    const composer = createComposer({
+      cache: { max: 10 },
+      timeoutMs: 10,
+      providers: [
+        { name: 'short', get: ({ signal }) => hangUntilAborted(signal) },
+        {
+          name: 'patient',
+          timeoutMs: 5000,
+          get: () =>
+            new Promise((resolve) => setTimeout(() => resolve({ text: 'worth the wait' }), 40)),
+        },
+      ],
+    });
+    const composed = await composer.compose(msg('m1'));
+    expect(composed.text).toBe('worth the wait');
+    expect(composed.diagnostics).toEqual([
+      expect.objectContaining({ name: 'short', outcome: 'timeout', timeoutMs: 10 }),
+    ]);
+  });
 });
 
 describe('isolation', () => {
