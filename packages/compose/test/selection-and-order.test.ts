@@ -1,4 +1,4 @@
-import { isCairnError } from '@cairn/core';
+import { isCairnError, type Message } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
 import { createComposer, type Provider } from '../src/index.js';
 import { counting, msg } from './helpers.js';
@@ -113,6 +113,27 @@ describe('ordering and merging', () => {
     expect(p.calls[0]!.version).toBe(7);
     expect(p.calls[0]!.signal).toBeInstanceOf(AbortSignal);
     expect(p.calls[0]!.signal.aborted).toBe(false);
+  });
+
+  it('is generic over the message type and accepts providers written for any message with an id', async () => {
+    const generic = counting('generic', ({ message }) => ({ values: { id: message.id } }));
+    const typed: Provider<Message> = {
+      name: 'typed',
+      position: 1,
+      get: ({ message }) => ({ values: { role: message.role, depth: message.depth } }),
+    };
+    const composer = createComposer<Message>({ ...base, providers: [generic, typed] });
+    const message: Message = {
+      id: 'm1',
+      threadId: 't1',
+      parentId: null,
+      role: 'user',
+      type: null,
+      data: { text: 'hi' },
+      createdAt: 0,
+      depth: 0,
+    };
+    expect((await composer.compose(message)).values).toEqual({ id: 'm1', role: 'user', depth: 0 });
   });
 
   it('accepts synchronous providers and ones that return nothing', async () => {
