@@ -18,6 +18,15 @@ export interface StoreConformanceOptions {
   destroy?: (store: Store) => Promise<void>;
   /** When given, the store must report exactly these values for these keys. */
   capabilities?: Partial<StoreCapabilities>;
+  /**
+   * Opens a second store on the same data as `store` (a second connection, as another
+   * process would). When given, the suite also checks what two stores on one database
+   * must do: see each other's writes, and — as the capabilities promise — keep data
+   * after close (`durable`), lose nothing when both write (`multiProcess`), and hear
+   * each other's changes (`notifications: 'cluster'`). The suite closes the second
+   * store itself and disposes of the first with `destroy`.
+   */
+  reopen?: (store: Store) => Promise<Store>;
 }
 
 /** Generous limits, so a real database on a slow CI machine does not time out. */

@@ -10,6 +10,7 @@ import { describeMemories } from './specs/memories.js';
 import { describeMessages } from './specs/messages.js';
 import { describeNotifications } from './specs/notifications.js';
 import { describeScopeIsolation } from './specs/scope-isolation.js';
+import { describeSharedData } from './specs/shared-data.js';
 import { describeStateCommits } from './specs/state-commits.js';
 import { describeThreads } from './specs/threads.js';
 import { describeTransactions } from './specs/transactions.js';
@@ -35,6 +36,7 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeTransactions,
   describeNotifications,
   describeLifecycle,
+  describeSharedData,
 ];
 
 /**
@@ -50,6 +52,9 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
  * or close the store. `create()` must return a store with no data; `destroy()` may get a
  * store that is already closed. Every test makes its own threads and ids, so areas never
  * depend on each other.
+ *
+ * With `reopen`, a last area opens a second store on the same data and checks what two
+ * processes sharing a database rely on.
  *
  * Differences between stores are `capabilities`, never names: with `vectorSearch:
  * 'approximate'` the vector tests check no leaks, true scores and recall instead of
@@ -69,12 +74,22 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
  *   capabilities: { vectorSearch: 'exact', notifications: 'process', durable: false },
  * });
  *
- * // an adapter with a database per area:
+ * // an adapter: a new database per area, a second connection for the shared-data tests
+ * const files = new WeakMap<Store, string>();
  * describeStoreConformance({
- *   name: 'postgres',
- *   create: async () => createPostgresStore({ connectionString: url, schema: `cairn_test_${newId()}` }),
- *   destroy: async (store) => { await dropSchemaOf(store); await store.close(); },
- *   capabilities: { notifications: 'cluster', multiProcess: true, durable: true },
+ *   name: 'sqlite',
+ *   create: async () => {
+ *     const path = join(dir, `${newId()}.db`);
+ *     const store = createSqliteStore({ path });
+ *     files.set(store, path);
+ *     return store;
+ *   },
+ *   destroy: async (store) => {
+ *     await store.close();
+ *     rmSync(files.get(store)!, { force: true });
+ *   },
+ *   reopen: async (store) => createSqliteStore({ path: files.get(store)! }),
+ *   capabilities: { durable: true, multiProcess: true },
  * });
  * ```
  */
