@@ -44,10 +44,10 @@ export function describeThreadEngine(s: EngineStore): void {
 
     beforeAll(async () => {
       store = await s.create();
-    });
+    }, 60_000);
     afterAll(async () => {
       if (store) await s.destroy(store);
-    });
+    }, 60_000);
 
     describe('opening', () => {
       it('creates a thread with an active main branch and the initial state', async () => {

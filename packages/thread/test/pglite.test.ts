@@ -1,0 +1,17 @@
+import { PGlite } from '@electric-sql/pglite';
+import { createPostgresStore } from '@cairn/store-postgres';
+import { describeThreadEngine } from './engine-suite.js';
+
+let db: PGlite | undefined;
+
+describeThreadEngine({
+  name: 'the Postgres store (PGlite)',
+  create: async () => {
+    db = new PGlite();
+    return createPostgresStore({ client: db });
+  },
+  destroy: async (s) => {
+    await s.close();
+    await db?.close();
+  },
+});
