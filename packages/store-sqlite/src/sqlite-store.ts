@@ -45,7 +45,6 @@ import {
   type MemoryHit,
   type MemoryPatch,
   type MemorySearch,
-  messageBatchLookups,
   type NewBranch,
   type NewCheckpoint,
   type NewMemory,
@@ -507,39 +506,52 @@ export class SqliteStoreView implements Store {
     return this.#r.write((changes) => {
       const drafts = normalizeNewMessages(messages, Date.now());
       if (drafts.length === 0) return [];
-      const lookups = messageBatchLookups(drafts);
-      const threadIds = new Set(
-        (
-          this.#s
-            .rows('SELECT id FROM cairn_threads WHERE id IN (SELECT value FROM json_each(?))')
-            .all(JSON.stringify(lookups.threadIds)) as Row[]
-        ).map((r) => r[0] as string),
-      );
+      // Look up only what the batch does not hold itself: its threads and the parents it
+      // chains onto. An id that is already stored is caught by the primary key below, in
+      // the same transaction, so it still changes nothing.
+      const threadIds = new Set<string>();
+      const inBatch = new Set<string>();
       const known = new Map<string, { threadId: string; depth: number }>();
-      for (const r of this.#s
-        .rows(
-          'SELECT id, thread_id, depth FROM cairn_messages WHERE id IN (SELECT value FROM json_each(?))',
-        )
-        .all(JSON.stringify(lookups.messageIds)) as Row[]) {
-        known.set(r[0] as string, { threadId: r[1] as string, depth: r[2] as number });
+      const threadExists = this.#s.sql('SELECT 1 FROM cairn_threads WHERE id = ?');
+      const parentRow = this.#s.rows('SELECT thread_id, depth FROM cairn_messages WHERE id = ?');
+      const threads = new Set<string>();
+      for (const d of drafts) {
+        if (!threads.has(d.threadId)) {
+          threads.add(d.threadId);
+          if (threadExists.get(d.threadId) !== undefined) threadIds.add(d.threadId);
+        }
+        if (d.parentId !== null && !inBatch.has(d.parentId) && !known.has(d.parentId)) {
+          const r = parentRow.get(d.parentId) as Row | undefined;
+          if (r) known.set(d.parentId, { threadId: r[0] as string, depth: r[1] as number });
+        }
+        inBatch.add(d.id);
       }
       const planned = planMessageBatch(drafts, { threadIds, messages: known });
       const insert = this.#s.sql(
         `INSERT INTO cairn_messages (${MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
       );
-      for (const m of planned) {
-        insert.run(
-          m.id,
-          m.threadId,
-          m.parentId,
-          m.role,
-          m.type,
-          JSON.stringify(m.data),
-          m.createdAt,
-          m.depth,
-        );
+      for (let i = 0; i < planned.length; i++) {
+        const m = planned[i]!;
+        try {
+          insert.run(
+            m.id,
+            m.threadId,
+            m.parentId,
+            m.role,
+            m.type,
+            JSON.stringify(m.data),
+            m.createdAt,
+            m.depth,
+          );
+        } catch (e) {
+          if (sqliteCode(e) !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw e;
+          throw conflict(
+            `messages[${i}]: message id ${JSON.stringify(m.id)} is already used; messages are immutable`,
+            { id: m.id },
+          );
+        }
       }
-      for (const threadId of lookups.threadIds) changes.push({ threadId, kind: 'messages' });
+      for (const threadId of threads) changes.push({ threadId, kind: 'messages' });
       return planned;
     });
   }
