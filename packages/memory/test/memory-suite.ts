@@ -433,7 +433,7 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
       ]);
       // Stores may keep vectors as float32.
       expect(updated.embedding).toHaveLength(128);
-      updated.embedding!.forEach((x, i) => expect(x).toBeCloseTo(expected![i]!, 6));
+      for (const [i, x] of updated.embedding!.entries()) expect(x).toBeCloseTo(expected![i]!, 6);
       expect(updated.contentHash).not.toBe(m.contentHash);
       expect(updated.metadata).toEqual({ k: 1 });
       expect(embedder.calls.at(-1)).toEqual(['Ada prefers long detailed answers']);
