@@ -1,7 +1,12 @@
 import { newId } from '@cairn/core';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store, StoreCapabilities } from '../../store.js';
-import { type StoreConformanceOptions, withFreshStore } from '../context.js';
+import {
+  disposeStore,
+  HOOK_TIMEOUT,
+  type StoreConformanceOptions,
+  withFreshStore,
+} from '../context.js';
 import { expectCode, makeChain, makeThread, turnOf } from '../helpers.js';
 
 const CLOSED_CALLS: Array<[string, (s: Store) => Promise<unknown>]> = [
@@ -98,10 +103,19 @@ export function describeLifecycle(options: StoreConformanceOptions): void {
       });
     });
 
-    it.each(CLOSED_CALLS)('rejects %s after close() with CLOSED', async (_name, call) => {
-      await withFreshStore(options, async (s) => {
-        await s.close();
-        await expectCode(() => call(s), 'CLOSED');
+    describe('after close()', () => {
+      // One closed store for every method: opening a store per call is slow on a server.
+      let closed: Store | undefined;
+      beforeAll(async () => {
+        closed = await options.create();
+        await closed.close();
+      }, HOOK_TIMEOUT);
+      afterAll(async () => {
+        if (closed) await disposeStore(options, closed);
+      }, HOOK_TIMEOUT);
+
+      it.each(CLOSED_CALLS)('rejects %s with CLOSED', async (_name, call) => {
+        await expectCode(() => call(closed!), 'CLOSED');
       });
     });
 

@@ -14,36 +14,36 @@ export function describeSharedData(options: StoreConformanceOptions): void {
   const reopen: (store: Store) => Promise<Store> = options.reopen;
 
   describe('a second store on the same data', () => {
-    async function withPair(fn: (a: Store, b: Store) => Promise<void>): Promise<void> {
-      const a = await options.create();
-      try {
-        const b = await reopen(a);
-        try {
-          await fn(a, b);
-        } finally {
-          await b.close();
-        }
-      } finally {
-        await disposeStore(options, a);
-      }
-    }
-    /** Runs the test only when the store has `key` at `value` (checked on a real store). */
-    function when<K extends keyof StoreCapabilities>(
-      key: K,
-      value: StoreCapabilities[K],
+    /**
+     * Runs `fn` with two stores on one database; with `needs`, only when the store has
+     * that capability (else the test is skipped, saying why).
+     */
+    function pair<K extends keyof StoreCapabilities>(
       fn: (a: Store, b: Store) => Promise<void>,
+      needs?: [K, StoreCapabilities[K]],
     ) {
       return async (ctx: TestContext) => {
         const a = await options.create();
-        const has = a.capabilities[key] === value;
-        await disposeStore(options, a);
-        if (!has) return ctx.skip(`${key} is not ${String(value)}`);
-        await withPair(fn);
+        try {
+          if (needs && a.capabilities[needs[0]] !== needs[1]) {
+            ctx.skip(`the store's ${needs[0]} is not ${String(needs[1])}`);
+            return;
+          }
+          const b = await reopen(a);
+          try {
+            await fn(a, b);
+          } finally {
+            await b.close();
+          }
+        } finally {
+          await disposeStore(options, a);
+        }
       };
     }
 
-    it('sees at once what the first store wrote', async () => {
-      await withPair(async (a, b) => {
+    it(
+      'sees at once what the first store wrote',
+      pair(async (a, b) => {
         const t = await makeThread(a);
         const chain = await makeChain(a, t.id, 4);
         const branch = await a.createBranch({
@@ -56,143 +56,167 @@ export function describeSharedData(options: StoreConformanceOptions): void {
         expect(await b.getActiveBranch(t.id)).toEqual(branch);
         await b.moveHead(branch.id, chain[3]!.id, chain[1]!.id);
         expect((await a.getBranchById(branch.id))!.headMessageId).toBe(chain[1]!.id);
-      });
-    });
-
-    it(
-      'keeps everything after the first store closes (durable)',
-      when('durable', true, async (a, b) => {
-        const t = await makeThread(a, { title: 'kept', metadata: { n: 1 } });
-        const chain = await makeChain(a, t.id, 3);
-        const branch = await a.createBranch({
-          threadId: t.id,
-          name: 'main',
-          headMessageId: chain[2]!.id,
-        });
-        const commit = await a.appendStateCommit(
-          { branchId: branch.id, messageId: chain[2]!.id, update: { a: 1 }, snapshot: { a: 1 } },
-          0,
-        );
-        const cp = await a.saveCheckpoint({ threadId: t.id, name: 'cp', messageId: chain[1]!.id });
-        const [memory] = await a.addMemories([
-          { agentId: `d-${newId()}`, content: { text: 'durable walnut' }, embedding: [1, 0, 0] },
-        ]);
-        const key = `d-${newId()}`;
-        const { lease } = await a.acquireLease({ key, owner: 'o', ttlMs: 60_000 });
-        await a.close();
-        expect(await b.getThread(t.id)).toEqual(t);
-        expect(await b.getChain(chain[2]!.id)).toEqual(chain);
-        expect(await b.getBranchById(branch.id)).toEqual(branch);
-        expect(await b.getStateCommits(branch.id)).toEqual([commit]);
-        expect(await b.getCheckpoint(t.id, 'cp')).toEqual(cp);
-        expect(await b.getMemory(memory!.id)).toEqual(memory);
-        expect(await b.getEmbeddingSpace()).toEqual({ embedderId: null, dimensions: 3 });
-        expect(await b.getLease(key)).toEqual(lease);
-        const [hit] = await b.searchMemories({
-          text: 'walnut',
-          filter: { agentId: memory!.agentId },
-        });
-        expect(hit!.memory.id).toBe(memory!.id);
       }),
     );
 
     it(
+      'keeps everything after the first store closes (durable)',
+      pair(
+        async (a, b) => {
+          const t = await makeThread(a, { title: 'kept', metadata: { n: 1 } });
+          const chain = await makeChain(a, t.id, 3);
+          const branch = await a.createBranch({
+            threadId: t.id,
+            name: 'main',
+            headMessageId: chain[2]!.id,
+          });
+          const commit = await a.appendStateCommit(
+            { branchId: branch.id, messageId: chain[2]!.id, update: { a: 1 }, snapshot: { a: 1 } },
+            0,
+          );
+          const cp = await a.saveCheckpoint({
+            threadId: t.id,
+            name: 'cp',
+            messageId: chain[1]!.id,
+          });
+          const [memory] = await a.addMemories([
+            { agentId: `d-${newId()}`, content: { text: 'durable walnut' }, embedding: [1, 0, 0] },
+          ]);
+          const key = `d-${newId()}`;
+          const { lease } = await a.acquireLease({ key, owner: 'o', ttlMs: 60_000 });
+          await a.close();
+          expect(await b.getThread(t.id)).toEqual(t);
+          expect(await b.getChain(chain[2]!.id)).toEqual(chain);
+          expect(await b.getBranchById(branch.id)).toEqual(branch);
+          expect(await b.getStateCommits(branch.id)).toEqual([commit]);
+          expect(await b.getCheckpoint(t.id, 'cp')).toEqual(cp);
+          expect(await b.getMemory(memory!.id)).toEqual(memory);
+          expect(await b.getEmbeddingSpace()).toEqual({ embedderId: null, dimensions: 3 });
+          expect(await b.getLease(key)).toEqual(lease);
+          const [hit] = await b.searchMemories({
+            text: 'walnut',
+            filter: { agentId: memory!.agentId },
+          });
+          expect(hit!.memory.id).toBe(memory!.id);
+        },
+        ['durable', true],
+      ),
+    );
+
+    it(
       'loses no state commit when writers on both stores race with retries (multiProcess)',
-      when('multiProcess', true, async (a, b) => {
-        const t = await makeThread(a);
-        const branch = await a.createBranch({ threadId: t.id, name: 'main', headMessageId: null });
-        async function writer(s: Store, tag: string): Promise<void> {
-          for (let attempt = 0; ; attempt++) {
-            const latest = await s.getLatestStateCommit(branch.id);
-            try {
-              await s.appendStateCommit(
-                { branchId: branch.id, messageId: null, update: { tag } },
-                latest?.version ?? 0,
-              );
-              return;
-            } catch (e) {
-              if (!isCairnError(e, 'CONFLICT') || attempt > 500) throw e;
+      pair(
+        async (a, b) => {
+          const t = await makeThread(a);
+          const branch = await a.createBranch({
+            threadId: t.id,
+            name: 'main',
+            headMessageId: null,
+          });
+          async function writer(s: Store, tag: string): Promise<void> {
+            for (let attempt = 0; ; attempt++) {
+              const latest = await s.getLatestStateCommit(branch.id);
+              try {
+                await s.appendStateCommit(
+                  { branchId: branch.id, messageId: null, update: { tag } },
+                  latest?.version ?? 0,
+                );
+                return;
+              } catch (e) {
+                if (!isCairnError(e, 'CONFLICT') || attempt > 500) throw e;
+              }
             }
           }
-        }
-        await Promise.all(Array.from({ length: 20 }, (_, i) => writer(i % 2 ? a : b, `w${i}`)));
-        const commits = await b.getStateCommits(branch.id);
-        expect(commits.map((c) => c.version)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
-        expect(commits.map((c) => c.update.tag).sort()).toEqual(
-          Array.from({ length: 20 }, (_, i) => `w${i}`).sort(),
-        );
-      }),
+          await Promise.all(Array.from({ length: 20 }, (_, i) => writer(i % 2 ? a : b, `w${i}`)));
+          const commits = await b.getStateCommits(branch.id);
+          expect(commits.map((c) => c.version)).toEqual(
+            Array.from({ length: 20 }, (_, i) => i + 1),
+          );
+          expect(commits.map((c) => c.update.tag).sort()).toEqual(
+            Array.from({ length: 20 }, (_, i) => `w${i}`).sort(),
+          );
+        },
+        ['multiProcess', true],
+      ),
       SLOW_TEST_TIMEOUT,
     );
 
     it(
       'lets one of two stores win a head move, a message id and a branch name (multiProcess)',
-      when('multiProcess', true, async (a, b) => {
-        const t = await makeThread(a);
-        const chain = await makeChain(a, t.id, 2);
-        const branch = await a.createBranch({
-          threadId: t.id,
-          name: 'main',
-          headMessageId: chain[0]!.id,
-        });
-        const moves = await Promise.allSettled([
-          a.moveHead(branch.id, chain[0]!.id, chain[1]!.id),
-          b.moveHead(branch.id, chain[0]!.id, chain[1]!.id),
-        ]);
-        expect(moves.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
-        const id = newId();
-        const adds = await Promise.allSettled(
-          [a, b].map((s, i) =>
-            s.addMessages([{ id, threadId: t.id, parentId: chain[1]!.id, role: 'user', data: i }]),
-          ),
-        );
-        expect(adds.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
-        for (const r of adds)
-          if (r.status === 'rejected') expect(isCairnError(r.reason, 'CONFLICT')).toBe(true);
-        const names = await Promise.allSettled(
-          [a, b].map((s) =>
-            s.createBranch({ threadId: t.id, name: 'side', headMessageId: chain[0]!.id }),
-          ),
-        );
-        expect(names.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
-        expect((await a.listBranches(t.id)).filter((x) => x.isActive)).toHaveLength(1);
-      }),
-      SLOW_TEST_TIMEOUT,
-    );
-
-    it(
-      'tells a listener on one store about changes made through the other (cluster notifications)',
-      when('notifications', 'cluster', async (a, b) => {
-        const t = await makeThread(a);
-        const heard: StoreChange[] = [];
-        const stop = b.subscribe(t.id, (c) => heard.push(c));
-        try {
-          // A listener may need a moment to be registered with the database: keep writing
-          // until one change arrives.
-          const chain = await makeChain(a, t.id, 1);
+      pair(
+        async (a, b) => {
+          const t = await makeThread(a);
+          const chain = await makeChain(a, t.id, 2);
           const branch = await a.createBranch({
             threadId: t.id,
             name: 'main',
             headMessageId: chain[0]!.id,
           });
-          let version = 0;
-          while (
-            !heard.some((c) => c.kind === 'state' && c.branchId === branch.id) &&
-            version < 100
-          ) {
-            await a.appendStateCommit(
-              { branchId: branch.id, messageId: null, update: { version } },
-              version,
-            );
-            version++;
-            await new Promise((resolve) => setTimeout(resolve, 50));
+          const moves = await Promise.allSettled([
+            a.moveHead(branch.id, chain[0]!.id, chain[1]!.id),
+            b.moveHead(branch.id, chain[0]!.id, chain[1]!.id),
+          ]);
+          expect(moves.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+          const id = newId();
+          const adds = await Promise.allSettled(
+            [a, b].map((s, i) =>
+              s.addMessages([
+                { id, threadId: t.id, parentId: chain[1]!.id, role: 'user', data: i },
+              ]),
+            ),
+          );
+          expect(adds.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+          for (const r of adds)
+            if (r.status === 'rejected') expect(isCairnError(r.reason, 'CONFLICT')).toBe(true);
+          const names = await Promise.allSettled(
+            [a, b].map((s) =>
+              s.createBranch({ threadId: t.id, name: 'side', headMessageId: chain[0]!.id }),
+            ),
+          );
+          expect(names.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+          expect((await a.listBranches(t.id)).filter((x) => x.isActive)).toHaveLength(1);
+        },
+        ['multiProcess', true],
+      ),
+      SLOW_TEST_TIMEOUT,
+    );
+
+    it(
+      'tells a listener on one store about changes made through the other (cluster notifications)',
+      pair(
+        async (a, b) => {
+          const t = await makeThread(a);
+          const heard: StoreChange[] = [];
+          const stop = b.subscribe(t.id, (c) => heard.push(c));
+          try {
+            // A listener may need a moment to be registered with the database: keep writing
+            // until one change arrives.
+            const chain = await makeChain(a, t.id, 1);
+            const branch = await a.createBranch({
+              threadId: t.id,
+              name: 'main',
+              headMessageId: chain[0]!.id,
+            });
+            let version = 0;
+            while (
+              !heard.some((c) => c.kind === 'state' && c.branchId === branch.id) &&
+              version < 100
+            ) {
+              await a.appendStateCommit(
+                { branchId: branch.id, messageId: null, update: { version } },
+                version,
+              );
+              version++;
+              await new Promise((resolve) => setTimeout(resolve, 50));
+            }
+            expect(heard.some((c) => c.kind === 'state' && c.branchId === branch.id)).toBe(true);
+            expect(heard.every((c) => c.threadId === t.id)).toBe(true);
+          } finally {
+            stop();
           }
-          expect(heard.some((c) => c.kind === 'state' && c.branchId === branch.id)).toBe(true);
-          expect(heard.every((c) => c.threadId === t.id)).toBe(true);
-        } finally {
-          stop();
-        }
-      }),
+        },
+        ['notifications', 'cluster'],
+      ),
       SLOW_TEST_TIMEOUT,
     );
   });
