@@ -384,6 +384,8 @@ class TxRunner implements Runner {
 }
 
 const EMBEDDING_SPACE_KEY = 'embedding_space';
+/** Extra vector candidates re-scored in double precision, past float32 rounding at the cut. */
+const RESCORE_MARGIN = 16;
 
 /** One view of the store: every Store method, run through a Runner. */
 export class SqliteStoreView implements Store {
@@ -1251,17 +1253,32 @@ export class SqliteStoreView implements Store {
       if (q.vector) return this.#vectorSearch(q.vector, where, q.limit, q.threshold);
       const match = ftsAnyWordQuery(keywordTokens(q.text!));
       if (match === null) return [];
-      // bm25() is lower for better matches; the score is its negation, higher is better.
-      const rows = this.#s
+      // Rank on small rows (seq, bm25), then read the winners whole. bm25() is lower for
+      // better matches; the score is its negation, higher is better.
+      const ranked = this.#s
         .rows(
-          `SELECT ${MEMORY_COLUMNS}, bm25(cairn_memories_fts) AS rank
+          `SELECT m.seq, bm25(cairn_memories_fts) AS rank
              FROM cairn_memories_fts JOIN cairn_memories m ON m.seq = cairn_memories_fts.rowid
             WHERE cairn_memories_fts MATCH ? AND ${where.sql}
             ORDER BY rank, m.seq LIMIT ?`,
         )
         .all(match, ...where.params, q.limit) as Row[];
-      return rows.map((r) => ({ memory: memoryFromRow(r), score: -(r[12] as number) }));
+      const bySeq = this.#memoriesBySeq(ranked.map((r) => r[0] as number));
+      return ranked.map((r) => ({ memory: bySeq.get(r[0] as number)!, score: -(r[1] as number) }));
     });
+  }
+
+  #memoriesBySeq(seqs: number[]): Map<number, Memory> {
+    const out = new Map<number, Memory>();
+    if (seqs.length === 0) return out;
+    for (const r of this.#s
+      .rows(
+        `SELECT ${MEMORY_COLUMNS}, m.seq FROM cairn_memories m WHERE m.seq IN (SELECT value FROM json_each(?))`,
+      )
+      .all(JSON.stringify(seqs)) as Row[]) {
+      out.set(r[12] as number, memoryFromRow(r));
+    }
+    return out;
   }
 
   #vectorSearch(
@@ -1273,32 +1290,38 @@ export class SqliteStoreView implements Store {
     const space = this.#space();
     if (!space) return [];
     checkVectorWidth(space, vector, 'vector');
-    // An exact scan of the rows the filter admits, in sqlite-vec's float32 arithmetic. A
-    // zero vector has no cosine distance (NULL): it counts as similarity 0, as in the
-    // reference. The threshold is applied with a little slack here and exactly below.
-    const rows = this.#s
+    // An exact scan of the rows the filter admits with sqlite-vec, ranking small rows
+    // (seq, distance). sqlite-vec computes in float32, so a few more candidates than
+    // asked are re-scored in double precision over the stored values, as the reference
+    // does, and the top `limit` of those is the answer; the threshold likewise gets a
+    // little slack in SQL and is applied exactly here. A zero vector has no cosine
+    // distance (NULL): it counts as similarity 0, as in the reference.
+    const ranked = this.#s
       .rows(
-        `SELECT ${MEMORY_COLUMNS}, d FROM (
-           SELECT m.*, coalesce(vec_distance_cosine(m.embedding, ?), 1.0) AS d
+        `SELECT seq, d FROM (
+           SELECT m.seq, coalesce(vec_distance_cosine(m.embedding, ?), 1.0) AS d
              FROM cairn_memories m WHERE m.embedding IS NOT NULL AND ${where.sql}
-         ) AS m ${threshold === undefined ? '' : 'WHERE 1.0 - d >= ?'}
-         ORDER BY d, m.seq LIMIT ?`,
+         ) ${threshold === undefined ? '' : 'WHERE d <= ?'}
+         ORDER BY d, seq LIMIT ?`,
       )
       .all(
         encodeF32(vector),
         ...where.params,
-        ...(threshold === undefined ? [] : [threshold - 1e-5]),
-        limit,
+        ...(threshold === undefined ? [] : [1 - threshold + 1e-5]),
+        limit + RESCORE_MARGIN,
       ) as Row[];
-    const hits: MemoryHit[] = [];
-    for (const r of rows) {
-      const memory = memoryFromRow(r);
-      // The score in double precision over the stored values, as the reference computes it.
+    const bySeq = this.#memoriesBySeq(ranked.map((r) => r[0] as number));
+    const hits: Array<MemoryHit & { seq: number }> = [];
+    for (const r of ranked) {
+      const seq = r[0] as number;
+      const memory = bySeq.get(seq)!;
       const score = cosineSimilarity(vector, memory.embedding!);
-      if (threshold === undefined || score >= threshold) hits.push({ memory, score });
+      if (threshold === undefined || score >= threshold) hits.push({ memory, score, seq });
     }
-    // Rows within float32 rounding of each other take the double-precision order.
-    return hits.sort((a, b) => b.score - a.score);
+    return hits
+      .sort((a, b) => b.score - a.score || a.seq - b.seq)
+      .slice(0, limit)
+      .map(({ memory, score }) => ({ memory, score }));
   }
 
   ensureEmbeddingSpace(space: { embedderId: string; dimensions: number }): Promise<EmbeddingSpace> {
