@@ -725,7 +725,11 @@ export class AgentMemory {
       signal,
       onProgress && ((done, total) => onProgress({ phase: 'embedding', done, total })),
     );
-    signal?.throwIfAborted();
+    if (signal?.aborted) {
+      throw new CairnError('ABORTED', 'the write was aborted by the caller; nothing was stored', {
+        cause: signal.reason,
+      });
+    }
     let stored: Memory[] = [];
     if (toWrite.length) {
       const batch = toWrite.map((d) =>

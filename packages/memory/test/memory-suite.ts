@@ -419,6 +419,30 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
       expect(await store.countMemories()).toBe(7);
     });
 
+    it('stores one memory for two concurrent remembers of the same text, and nothing when aborted', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a' });
+      const [x, y] = await Promise.all([
+        memory.remember({ text: 'same thing at once' }),
+        memory.remember({ text: 'same thing at once' }),
+      ]);
+      expect(x!.id).toBe(y!.id);
+      expect(await store.countMemories()).toBe(1);
+      const controller = new AbortController();
+      controller.abort();
+      const e = await rejects(
+        memory.rememberMany([{ text: 'never stored' }], { signal: controller.signal }),
+      );
+      expect(isCairnError(e, 'ABORTED')).toBe(true);
+      // Also when the text's vector is cached and the embedder is not called.
+      const cachedText = (await store.listMemories())[0]!.content.text;
+      const e2 = await rejects(
+        memory.remember({ text: cachedText, roomId: 'elsewhere' }, { signal: controller.signal }),
+      );
+      expect(isCairnError(e2, 'ABORTED')).toBe(true);
+      expect(await store.countMemories()).toBe(1);
+    });
+
     it('update re-embeds the new text; version changes on every add, update and removal', async () => {
       const store = await newStore();
       const embedder = countingEmbedder(hashingEmbedder({ dimensions: 128 }));
