@@ -1,15 +1,30 @@
-export { openThread, CairnThread, type MessageInput, type OpenThreadOptions, type PendingMessage, type SaveOptions } from './thread.js';
-export { ThreadTurn } from './turn.js';
-export { ThreadRun, runKey, type RunRecord, type RunResult } from './run.js';
 export { forkBranchName } from './branch-names.js';
-export type { SnapshotPolicy } from './state-log.js';
-export type { BranchEvent, CheckpointEvent, MessagesEvent, StateEvent, ThreadEvent, ThreadEventSource, ThreadListener } from './events.js';
+export type {
+  BranchEvent,
+  CheckpointEvent,
+  MessagesEvent,
+  StateEvent,
+  ThreadEvent,
+  ThreadEventSource,
+  ThreadListener,
+} from './events.js';
 export {
   recentMessagesProvider,
-  threadStateProvider,
   type ThreadProvider,
   type ThreadProviderResult,
+  threadStateProvider,
 } from './providers.js';
+export { type RunRecord, type RunResult, runKey, ThreadRun } from './run.js';
+export type { SnapshotPolicy } from './state-log.js';
+export {
+  CairnThread,
+  type MessageInput,
+  type OpenThreadOptions,
+  openThread,
+  type PendingMessage,
+  type SaveOptions,
+} from './thread.js';
+export { ThreadTurn } from './turn.js';
 
 import type { StateSchema } from '@cairn/core';
 import type { CairnThread } from './thread.js';

@@ -21,7 +21,13 @@ export interface ThreadProvider {
 
 function messageText(data: JsonValue): string {
   if (typeof data === 'string') return data;
-  if (typeof data === 'object' && data !== null && !Array.isArray(data) && typeof data.text === 'string') return data.text;
+  if (
+    typeof data === 'object' &&
+    data !== null &&
+    !Array.isArray(data) &&
+    typeof data.text === 'string'
+  )
+    return data.text;
   return JSON.stringify(data);
 }
 

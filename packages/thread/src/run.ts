@@ -55,21 +55,35 @@ function staleData(old: Lease): JsonObject {
  * Takes the thread's run lease: `CONFLICT` while another owner's run is live; an expired
  * run of another owner is taken over and recorded as `stale_recovered`.
  */
-export async function acquireRunLease(store: Store, threadId: string, owner: string, ttlMs: number): Promise<ThreadRun> {
+export async function acquireRunLease(
+  store: Store,
+  threadId: string,
+  owner: string,
+  ttlMs: number,
+): Promise<ThreadRun> {
   const key = runKey(threadId);
   const prev = await store.getLease(key);
   const now = Date.now();
-  const predictedStale = prev !== null && prev.owner !== owner && prev.releasedAt === null && prev.expiresAt <= now;
+  const predictedStale =
+    prev !== null && prev.owner !== owner && prev.releasedAt === null && prev.expiresAt <= now;
   const carry: JsonObject = predictedStale
     ? staleData(prev)
-    : { lastResult: prev?.data.lastResult ?? null, lastError: prev?.data.lastError ?? null, recoveredFrom: null };
+    : {
+        lastResult: prev?.data.lastResult ?? null,
+        lastError: prev?.data.lastError ?? null,
+        recoveredFrom: null,
+      };
   const { lease, tookOver } = await store.acquireLease({ key, owner, ttlMs, data: carry });
   let held = lease;
   if (tookOver && tookOver.owner !== owner && !predictedStale) {
     held = await store.renewLease(key, owner, ttlMs, staleData(tookOver));
   } else if (!tookOver && predictedStale) {
     // Someone released (or took and released) the old run between our read and our take.
-    held = await store.renewLease(key, owner, ttlMs, { lastResult: null, lastError: null, recoveredFrom: null });
+    held = await store.renewLease(key, owner, ttlMs, {
+      lastResult: null,
+      lastError: null,
+      recoveredFrom: null,
+    });
   }
   return new ThreadRun(store, key, owner, ttlMs, held);
 }
@@ -114,7 +128,10 @@ export class ThreadRun {
   /** Ends the run with its result; `CONFLICT` if another owner has taken it over. */
   async release(options: { result: 'completed' | 'failed'; error?: string }): Promise<RunRecord> {
     if (options?.result !== 'completed' && options?.result !== 'failed') {
-      throw new CairnError('INVALID_ARGUMENT', `run result must be 'completed' or 'failed', got ${String(options?.result)}`);
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `run result must be 'completed' or 'failed', got ${String(options?.result)}`,
+      );
     }
     this.#lease = await this.#store.releaseLease(this.key, this.owner, {
       lastResult: options.result,

@@ -1,4 +1,11 @@
-import { applyUpdate, type JsonObject, type StateCommit, type StateOf, type StateSchema, type UpdateOf } from '@cairn/core';
+import {
+  applyUpdate,
+  type JsonObject,
+  type StateCommit,
+  type StateOf,
+  type StateSchema,
+  type UpdateOf,
+} from '@cairn/core';
 import type { Store } from '@cairn/store';
 
 /**
@@ -43,7 +50,11 @@ export interface LoadedState {
 export const jsonSize = (value: unknown): number => JSON.stringify(value).length;
 
 /** Applies stored commits (ascending) on top of a loaded state. */
-export function replay<S extends StateSchema<any>>(schema: S, base: LoadedState, commits: readonly StateCommit[]): LoadedState {
+export function replay<S extends StateSchema<any>>(
+  schema: S,
+  base: LoadedState,
+  commits: readonly StateCommit[],
+): LoadedState {
   let { state, version, commitsSinceSnapshot, bytesSinceSnapshot, snapshotBytes } = base;
   for (const c of commits) {
     if (c.version <= version) continue;
@@ -53,7 +64,8 @@ export function replay<S extends StateSchema<any>>(schema: S, base: LoadedState,
       commitsSinceSnapshot = 0;
       bytesSinceSnapshot = 0;
     } else {
-      state = applyUpdate(schema, state as StateOf<S>, c.update as UpdateOf<S>, { scope: 'thread' }).state as JsonObject;
+      state = applyUpdate(schema, state as StateOf<S>, c.update as UpdateOf<S>, { scope: 'thread' })
+        .state as JsonObject;
       commitsSinceSnapshot++;
       bytesSinceSnapshot += jsonSize(c.update);
     }
@@ -63,7 +75,13 @@ export function replay<S extends StateSchema<any>>(schema: S, base: LoadedState,
 }
 
 export function initialLoaded(initial: JsonObject): LoadedState {
-  return { state: initial, version: 0, commitsSinceSnapshot: 0, bytesSinceSnapshot: 0, snapshotBytes: jsonSize(initial) };
+  return {
+    state: initial,
+    version: 0,
+    commitsSinceSnapshot: 0,
+    bytesSinceSnapshot: 0,
+    snapshotBytes: jsonSize(initial),
+  };
 }
 
 /**
@@ -84,14 +102,24 @@ export async function readBranchState<S extends StateSchema<any>>(
   );
   if (!latest) return null;
   if (latest.snapshot) return replay(schema, initialLoaded(initial), [latest]);
-  const snap = await store.getLatestStateCommit(branchId, { withSnapshot: true, maxVersion: latest.version });
+  const snap = await store.getLatestStateCommit(branchId, {
+    withSnapshot: true,
+    maxVersion: latest.version,
+  });
   const base = snap ? replay(schema, initialLoaded(initial), [snap]) : initialLoaded(initial);
-  const commits = await store.getStateCommits(branchId, { fromVersion: base.version + 1, toVersion: latest.version });
+  const commits = await store.getStateCommits(branchId, {
+    fromVersion: base.version + 1,
+    toVersion: latest.version,
+  });
   return replay(schema, base, commits);
 }
 
 /** Whether the next commit (with an update of `updateBytes`) should carry a snapshot. */
-export function wantsSnapshot(p: ResolvedSnapshotPolicy, loaded: LoadedState, updateBytes: number): boolean {
+export function wantsSnapshot(
+  p: ResolvedSnapshotPolicy,
+  loaded: LoadedState,
+  updateBytes: number,
+): boolean {
   if (loaded.commitsSinceSnapshot + 1 >= p.maxCommits) return true;
   const bytes = loaded.bytesSinceSnapshot + updateBytes;
   return bytes >= p.minBytes && bytes > loaded.snapshotBytes * p.bytesRatio;

@@ -1,4 +1,5 @@
 import {
+  applyUpdate,
   assertJson,
   type Branch,
   CairnError,
@@ -10,12 +11,11 @@ import {
   newId,
   type StateOf,
   type StateSchema,
+  type Thread as ThreadRecord,
   type ThreadStateOf,
   type ThreadUpdateOf,
-  type Thread as ThreadRecord,
   type Timestamp,
   type UpdateOf,
-  applyUpdate,
 } from '@cairn/core';
 import type { NewMessage, Store, StoreChange } from '@cairn/store';
 import { forkBranchNumber } from './branch-names.js';
@@ -25,9 +25,9 @@ import {
   initialLoaded,
   jsonSize,
   type LoadedState,
+  type ResolvedSnapshotPolicy,
   readBranchState,
   replay,
-  type ResolvedSnapshotPolicy,
   resolveSnapshotPolicy,
   type SnapshotPolicy,
   wantsSnapshot,
@@ -99,14 +99,28 @@ const backoff = (attempt: number) => sleep(Math.random() * Math.min(50, 2 ** Mat
  * await thread.update({ keyInsights: ['stacked stones mark a trail'] });
  * ```
  */
-export async function openThread<S extends StateSchema<any>>(store: Store, options: OpenThreadOptions<S>): Promise<CairnThread<S>> {
-  if (typeof options !== 'object' || options === null || typeof options.schema?.initial !== 'function') {
+export async function openThread<S extends StateSchema<any>>(
+  store: Store,
+  options: OpenThreadOptions<S>,
+): Promise<CairnThread<S>> {
+  if (
+    typeof options !== 'object' ||
+    options === null ||
+    typeof options.schema?.initial !== 'function'
+  ) {
     throw new CairnError('INVALID_ARGUMENT', 'openThread needs { schema } made with defineState');
   }
-  if (options.turnRetentionMs !== undefined && !(Number.isFinite(options.turnRetentionMs) && options.turnRetentionMs >= 0)) {
-    throw new CairnError('INVALID_ARGUMENT', `turnRetentionMs must be a number >= 0, got ${String(options.turnRetentionMs)}`);
+  if (
+    options.turnRetentionMs !== undefined &&
+    !(Number.isFinite(options.turnRetentionMs) && options.turnRetentionMs >= 0)
+  ) {
+    throw new CairnError(
+      'INVALID_ARGUMENT',
+      `turnRetentionMs must be a number >= 0, got ${String(options.turnRetentionMs)}`,
+    );
   }
-  let record: ThreadRecord | null = options.threadId === undefined ? null : await store.getThread(options.threadId);
+  let record: ThreadRecord | null =
+    options.threadId === undefined ? null : await store.getThread(options.threadId);
   if (!record) {
     try {
       record = await store.createThread({
@@ -127,22 +141,35 @@ export async function openThread<S extends StateSchema<any>>(store: Store, optio
   return thread;
 }
 
-async function openBranch(store: Store, threadId: string, name: string | undefined): Promise<Branch> {
+async function openBranch(
+  store: Store,
+  threadId: string,
+  name: string | undefined,
+): Promise<Branch> {
   for (let attempt = 0; attempt < 5; attempt++) {
     if (name !== undefined) {
       const b = await store.getBranch(threadId, name);
       if (b) return b.isActive ? b : store.setActiveBranch(b.id);
       if ((await store.listBranches(threadId)).length > 0) {
-        throw new CairnError('NOT_FOUND', `thread ${threadId} has no branch named ${JSON.stringify(name)}`, {
-          details: { threadId, branch: name },
-        });
+        throw new CairnError(
+          'NOT_FOUND',
+          `thread ${threadId} has no branch named ${JSON.stringify(name)}`,
+          {
+            details: { threadId, branch: name },
+          },
+        );
       }
     } else {
       const active = await store.getActiveBranch(threadId);
       if (active) return active;
     }
     try {
-      return await store.createBranch({ threadId, name: name ?? 'main', headMessageId: null, activate: true });
+      return await store.createBranch({
+        threadId,
+        name: name ?? 'main',
+        headMessageId: null,
+        activate: true,
+      });
     } catch (e) {
       if (!isCairnError(e, 'CONFLICT')) throw e;
     }
@@ -197,7 +224,9 @@ export class CairnThread<S extends StateSchema<any>> {
   /** @internal Loads the active branch's state and starts listening to the store. */
   async load(): Promise<void> {
     this.#loaded = await this.#loadBranch(this.#branch);
-    this.#unsubscribe = this.#store.subscribe(this.#record.id, (change) => this.#onStoreChange(change));
+    this.#unsubscribe = this.#store.subscribe(this.#record.id, (change) =>
+      this.#onStoreChange(change),
+    );
   }
 
   // ------------------------------------------------------------------ reading
@@ -285,9 +314,13 @@ export class CairnThread<S extends StateSchema<any>> {
     const m = await this.#threadMessage(messageId);
     const branch = (await this.#store.getBranchById(this.#branch.id)) ?? this.#branch;
     if (!(await this.#onChain(branch.headMessageId, m))) {
-      throw new CairnError('NOT_FOUND', `message ${messageId} is not on branch ${JSON.stringify(branch.name)}`, {
-        details: { messageId, branch: branch.name },
-      });
+      throw new CairnError(
+        'NOT_FOUND',
+        `message ${messageId} is not on branch ${JSON.stringify(branch.name)}`,
+        {
+          details: { messageId, branch: branch.name },
+        },
+      );
     }
     return (await this.#stateOnLineage(branch, m.depth)).state as ThreadStateOf<S>;
   }
@@ -305,7 +338,8 @@ export class CairnThread<S extends StateSchema<any>> {
    * the store's notifications). Returns the function that stops listening.
    */
   subscribe(listener: ThreadListener): () => void {
-    if (typeof listener !== 'function') throw new CairnError('INVALID_ARGUMENT', 'subscribe needs a function');
+    if (typeof listener !== 'function')
+      throw new CairnError('INVALID_ARGUMENT', 'subscribe needs a function');
     this.#listeners.add(listener);
     return () => {
       this.#listeners.delete(listener);
@@ -320,9 +354,13 @@ export class CairnThread<S extends StateSchema<any>> {
     const list = Array.isArray(message) ? message : [message];
     const added: PendingMessage[] = list.map((m, i) => {
       const label = `message ${i}`;
-      if (typeof m !== 'object' || m === null) throw new CairnError('INVALID_ARGUMENT', `${label} must be an object`);
+      if (typeof m !== 'object' || m === null)
+        throw new CairnError('INVALID_ARGUMENT', `${label} must be an object`);
       if (typeof m.role !== 'string' || m.role.length === 0) {
-        throw new CairnError('INVALID_ARGUMENT', `${label}: role must be a non-empty string, got ${JSON.stringify(m.role)}`);
+        throw new CairnError(
+          'INVALID_ARGUMENT',
+          `${label}: role must be a non-empty string, got ${JSON.stringify(m.role)}`,
+        );
       }
       if (m.id !== undefined && (typeof m.id !== 'string' || m.id.length === 0)) {
         throw new CairnError('INVALID_ARGUMENT', `${label}: id must be a non-empty string`);
@@ -330,15 +368,23 @@ export class CairnThread<S extends StateSchema<any>> {
       if (m.type !== undefined && m.type !== null && typeof m.type !== 'string') {
         throw new CairnError('INVALID_ARGUMENT', `${label}: type must be a string or null`);
       }
-      if (m.data === undefined) throw new CairnError('INVALID_ARGUMENT', `${label}: data is required`);
+      if (m.data === undefined)
+        throw new CairnError('INVALID_ARGUMENT', `${label}: data is required`);
       assertJson(m.data, `${label}.data`);
-      const p: PendingMessage = { id: m.id ?? newId(), role: m.role, type: m.type ?? null, data: m.data, callerId: m.id !== undefined };
+      const p: PendingMessage = {
+        id: m.id ?? newId(),
+        role: m.role,
+        type: m.type ?? null,
+        data: m.data,
+        callerId: m.id !== undefined,
+      };
       if (m.createdAt !== undefined) p.createdAt = m.createdAt;
       return p;
     });
     const ids = new Set(this.#pending.map((p) => p.id));
     for (const p of added) {
-      if (ids.has(p.id)) throw new CairnError('INVALID_ARGUMENT', `message id ${p.id} is already pending`);
+      if (ids.has(p.id))
+        throw new CairnError('INVALID_ARGUMENT', `message id ${p.id} is already pending`);
       ids.add(p.id);
     }
     this.#pending.push(...added);
@@ -367,10 +413,15 @@ export class CairnThread<S extends StateSchema<any>> {
       const stored = await this.#store.getMessage(p.id);
       if (!stored) continue;
       if (stored.threadId !== this.#record.id) {
-        throw new CairnError('INVALID_ARGUMENT', `message id ${p.id} belongs to another thread`, { details: { id: p.id } });
+        throw new CairnError('INVALID_ARGUMENT', `message id ${p.id} belongs to another thread`, {
+          details: { id: p.id },
+        });
       }
       if (i > 0) {
-        throw new CairnError('INVALID_ARGUMENT', `only the first pending message can be an edit of a stored message (${p.id} is #${i})`);
+        throw new CairnError(
+          'INVALID_ARGUMENT',
+          `only the first pending message can be an edit of a stored message (${p.id} is #${i})`,
+        );
       }
       edit = stored;
     }
@@ -426,10 +477,18 @@ export class CairnThread<S extends StateSchema<any>> {
         if (!fresh) throw new CairnError('NOT_FOUND', `branch ${this.#branch.id} was deleted`);
         if (options.onConflict === 'fail' || attempt >= this.#maxRetries) {
           this.#setHead(fresh);
-          throw new CairnError('CONFLICT', `branch ${JSON.stringify(this.#branch.name)} moved to ${fresh.headMessageId} while saving`, {
-            cause: e,
-            details: { branchId: fresh.id, expectedHeadId: head, headMessageId: fresh.headMessageId },
-          });
+          throw new CairnError(
+            'CONFLICT',
+            `branch ${JSON.stringify(this.#branch.name)} moved to ${fresh.headMessageId} while saving`,
+            {
+              cause: e,
+              details: {
+                branchId: fresh.id,
+                expectedHeadId: head,
+                headMessageId: fresh.headMessageId,
+              },
+            },
+          );
         }
         head = fresh.headMessageId;
         await backoff(attempt);
@@ -458,7 +517,8 @@ export class CairnThread<S extends StateSchema<any>> {
     return this.#serial(async () => {
       const fresh = (await this.#store.getBranchById(this.#branch.id)) ?? this.#branch;
       this.#setHead(fresh);
-      const head = fresh.headMessageId === null ? null : await this.#threadMessage(fresh.headMessageId);
+      const head =
+        fresh.headMessageId === null ? null : await this.#threadMessage(fresh.headMessageId);
       return this.#fork(head, { activate: false });
     });
   }
@@ -468,16 +528,27 @@ export class CairnThread<S extends StateSchema<any>> {
     return this.#serial(async () => {
       const b = await this.#store.getBranch(this.#record.id, name);
       if (!b) {
-        throw new CairnError('NOT_FOUND', `thread ${this.#record.id} has no branch named ${JSON.stringify(name)}`, {
-          details: { branch: name },
-        });
+        throw new CairnError(
+          'NOT_FOUND',
+          `thread ${this.#record.id} has no branch named ${JSON.stringify(name)}`,
+          {
+            details: { branch: name },
+          },
+        );
       }
       const active = await this.#write(() => this.#store.setActiveBranch(b.id));
       const loaded = await this.#loadBranch(active);
       this.#branch = active;
       this.#loaded = loaded;
       this.#pending = [];
-      this.#emit({ kind: 'branch', threadId: this.#record.id, branchId: active.id, name: active.name, action: 'switched', source: 'local' });
+      this.#emit({
+        kind: 'branch',
+        threadId: this.#record.id,
+        branchId: active.id,
+        name: active.name,
+        action: 'switched',
+        source: 'local',
+      });
       return { ...active };
     });
   }
@@ -488,9 +559,21 @@ export class CairnThread<S extends StateSchema<any>> {
   checkpoint(name: string, messageId?: string): Promise<Checkpoint> {
     return this.#serial(async () => {
       const target = messageId ?? this.#branch.headMessageId;
-      if (target === null) throw new CairnError('INVALID_ARGUMENT', 'cannot checkpoint an empty branch: no head message');
-      const cp = await this.#write(() => this.#store.saveCheckpoint({ threadId: this.#record.id, name, messageId: target }));
-      this.#emit({ kind: 'checkpoint', threadId: this.#record.id, name: cp.name, messageId: cp.messageId, source: 'local' });
+      if (target === null)
+        throw new CairnError(
+          'INVALID_ARGUMENT',
+          'cannot checkpoint an empty branch: no head message',
+        );
+      const cp = await this.#write(() =>
+        this.#store.saveCheckpoint({ threadId: this.#record.id, name, messageId: target }),
+      );
+      this.#emit({
+        kind: 'checkpoint',
+        threadId: this.#record.id,
+        name: cp.name,
+        messageId: cp.messageId,
+        source: 'local',
+      });
       return cp;
     });
   }
@@ -500,9 +583,13 @@ export class CairnThread<S extends StateSchema<any>> {
     return this.#serial(async () => {
       const cp = await this.#store.getCheckpoint(this.#record.id, name);
       if (!cp) {
-        throw new CairnError('NOT_FOUND', `thread ${this.#record.id} has no checkpoint named ${JSON.stringify(name)}`, {
-          details: { checkpoint: name },
-        });
+        throw new CairnError(
+          'NOT_FOUND',
+          `thread ${this.#record.id} has no checkpoint named ${JSON.stringify(name)}`,
+          {
+            details: { checkpoint: name },
+          },
+        );
       }
       const m = await this.#threadMessage(cp.messageId);
       const b = await this.#fork(m, { activate: true });
@@ -532,30 +619,50 @@ export class CairnThread<S extends StateSchema<any>> {
     const updateBytes = jsonSize(clean);
     for (let attempt = 0; ; attempt++) {
       const base = this.#loaded;
-      const { state, changed } = applyUpdate(this.#schema, base.state as StateOf<S>, clean as UpdateOf<S>, { scope: 'thread' });
+      const { state, changed } = applyUpdate(
+        this.#schema,
+        base.state as StateOf<S>,
+        clean as UpdateOf<S>,
+        { scope: 'thread' },
+      );
       if (changed.length === 0) return this.state;
       const snapshot = wantsSnapshot(this.#policy, base, updateBytes);
       try {
         await this.#write(() =>
           this.#store.appendStateCommit(
-            { branchId: this.#branch.id, messageId: this.#branch.headMessageId, update: clean, snapshot: snapshot ? (state as JsonObject) : null },
+            {
+              branchId: this.#branch.id,
+              messageId: this.#branch.headMessageId,
+              update: clean,
+              snapshot: snapshot ? (state as JsonObject) : null,
+            },
             base.version,
           ),
         );
       } catch (e) {
         if (!isCairnError(e, 'CONFLICT')) throw e;
         if (attempt >= this.#maxRetries) {
-          throw new CairnError('CONFLICT', `state of branch ${JSON.stringify(this.#branch.name)} kept changing: gave up after ${attempt + 1} attempts`, {
-            cause: e,
-            details: { branchId: this.#branch.id, attempts: attempt + 1 },
-          });
+          throw new CairnError(
+            'CONFLICT',
+            `state of branch ${JSON.stringify(this.#branch.name)} kept changing: gave up after ${attempt + 1} attempts`,
+            {
+              cause: e,
+              details: { branchId: this.#branch.id, attempts: attempt + 1 },
+            },
+          );
         }
         await this.#catchUp();
         await backoff(attempt);
         continue;
       }
       this.#loaded = snapshot
-        ? { state: state as JsonObject, version: base.version + 1, commitsSinceSnapshot: 0, bytesSinceSnapshot: 0, snapshotBytes: jsonSize(state) }
+        ? {
+            state: state as JsonObject,
+            version: base.version + 1,
+            commitsSinceSnapshot: 0,
+            bytesSinceSnapshot: 0,
+            snapshotBytes: jsonSize(state),
+          }
         : {
             state: state as JsonObject,
             version: base.version + 1,
@@ -563,7 +670,14 @@ export class CairnThread<S extends StateSchema<any>> {
             bytesSinceSnapshot: base.bytesSinceSnapshot + updateBytes,
             snapshotBytes: base.snapshotBytes,
           };
-      this.#emit({ kind: 'state', threadId: this.#record.id, branchId: this.#branch.id, version: this.#loaded.version, changed, source: 'local' });
+      this.#emit({
+        kind: 'state',
+        threadId: this.#record.id,
+        branchId: this.#branch.id,
+        version: this.#loaded.version,
+        changed,
+        source: 'local',
+      });
       return this.state;
     }
   }
@@ -571,7 +685,9 @@ export class CairnThread<S extends StateSchema<any>> {
   // ------------------------------------------------------------------ turns and runs
 
   /** Starts a turn: turn-scoped fields start from their defaults. Stored with `putTurn`. */
-  async beginTurn(options: { messageId?: string | null; source?: string | null; userId?: string | null } = {}): Promise<ThreadTurn<S>> {
+  async beginTurn(
+    options: { messageId?: string | null; source?: string | null; userId?: string | null } = {},
+  ): Promise<ThreadTurn<S>> {
     this.#assertOpen();
     const messageId = options.messageId ?? null;
     if (messageId !== null) await this.#threadMessage(messageId);
@@ -588,7 +704,10 @@ export class CairnThread<S extends StateSchema<any>> {
       finishedAt: null,
     });
     return new ThreadTurn(this.#store, this.#schema, record, async () => {
-      await this.#store.purgeTurns({ before: Date.now() - this.#retentionMs, threadId: this.#record.id });
+      await this.#store.purgeTurns({
+        before: Date.now() - this.#retentionMs,
+        threadId: this.#record.id,
+      });
     });
   }
 
@@ -598,7 +717,8 @@ export class CairnThread<S extends StateSchema<any>> {
    */
   async acquireRun(options: { owner: string; ttlMs: number }): Promise<ThreadRun> {
     this.#assertOpen();
-    if (typeof options !== 'object' || options === null) throw new CairnError('INVALID_ARGUMENT', 'acquireRun needs { owner, ttlMs }');
+    if (typeof options !== 'object' || options === null)
+      throw new CairnError('INVALID_ARGUMENT', 'acquireRun needs { owner, ttlMs }');
     return acquireRunLease(this.#store, this.#record.id, options.owner, options.ttlMs);
   }
 
@@ -661,10 +781,13 @@ export class CairnThread<S extends StateSchema<any>> {
   }
 
   async #threadMessage(id: string): Promise<Message> {
-    if (typeof id !== 'string' || id.length === 0) throw new CairnError('INVALID_ARGUMENT', 'a message id must be a non-empty string');
+    if (typeof id !== 'string' || id.length === 0)
+      throw new CairnError('INVALID_ARGUMENT', 'a message id must be a non-empty string');
     const m = await this.#store.getMessage(id);
     if (!m || m.threadId !== this.#record.id) {
-      throw new CairnError('NOT_FOUND', `thread ${this.#record.id} has no message ${id}`, { details: { messageId: id } });
+      throw new CairnError('NOT_FOUND', `thread ${this.#record.id} has no message ${id}`, {
+        details: { messageId: id },
+      });
     }
     return m;
   }
@@ -695,11 +818,17 @@ export class CairnThread<S extends StateSchema<any>> {
   async #stateAsOf(m: Message | null): Promise<JsonObject> {
     if (m === null) return this.#initial();
     const active = (await this.#store.getBranchById(this.#branch.id)) ?? this.#branch;
-    if (await this.#onChain(active.headMessageId, m)) return (await this.#stateOnLineage(active, m.depth)).state;
+    if (await this.#onChain(active.headMessageId, m))
+      return (await this.#stateOnLineage(active, m.depth)).state;
     for (const b of await this.#store.listBranches(this.#record.id)) {
-      if (b.id !== active.id && (await this.#onChain(b.headMessageId, m))) return (await this.#stateOnLineage(b, m.depth)).state;
+      if (b.id !== active.id && (await this.#onChain(b.headMessageId, m)))
+        return (await this.#stateOnLineage(b, m.depth)).state;
     }
-    throw new CairnError('NOT_FOUND', `message ${m.id} is on no branch of thread ${this.#record.id}`, { details: { messageId: m.id } });
+    throw new CairnError(
+      'NOT_FOUND',
+      `message ${m.id} is on no branch of thread ${this.#record.id}`,
+      { details: { messageId: m.id } },
+    );
   }
 
   /**
@@ -724,17 +853,47 @@ export class CairnThread<S extends StateSchema<any>> {
               parentBranchId: from.id,
               activate: options.activate,
             });
-            await tx.appendStateCommit({ branchId: b.id, messageId: at?.id ?? null, update: {}, snapshot: forkState }, 0);
+            await tx.appendStateCommit(
+              { branchId: b.id, messageId: at?.id ?? null, update: {}, snapshot: forkState },
+              0,
+            );
             return b;
           }),
         );
         if (options.activate) {
           this.#branch = created;
-          this.#loaded = { state: forkState, version: 1, commitsSinceSnapshot: 0, bytesSinceSnapshot: 0, snapshotBytes: jsonSize(forkState) };
-          this.#emit({ kind: 'branch', threadId: this.#record.id, branchId: created.id, name, action: 'switched', source: 'local' });
-          this.#emit({ kind: 'state', threadId: this.#record.id, branchId: created.id, version: 1, changed: [], source: 'local' });
+          this.#loaded = {
+            state: forkState,
+            version: 1,
+            commitsSinceSnapshot: 0,
+            bytesSinceSnapshot: 0,
+            snapshotBytes: jsonSize(forkState),
+          };
+          this.#emit({
+            kind: 'branch',
+            threadId: this.#record.id,
+            branchId: created.id,
+            name,
+            action: 'switched',
+            source: 'local',
+          });
+          this.#emit({
+            kind: 'state',
+            threadId: this.#record.id,
+            branchId: created.id,
+            version: 1,
+            changed: [],
+            source: 'local',
+          });
         } else {
-          this.#emit({ kind: 'branch', threadId: this.#record.id, branchId: created.id, name, action: 'created', source: 'local' });
+          this.#emit({
+            kind: 'branch',
+            threadId: this.#record.id,
+            branchId: created.id,
+            name,
+            action: 'created',
+            source: 'local',
+          });
         }
         return created;
       } catch (e) {
@@ -742,7 +901,10 @@ export class CairnThread<S extends StateSchema<any>> {
         taken.add(name);
       }
     }
-    throw new CairnError('CONFLICT', `no free branch name after ${from.name}-v${k - MAX_NAME_TRIES}`);
+    throw new CairnError(
+      'CONFLICT',
+      `no free branch name after ${from.name}-v${k - MAX_NAME_TRIES}`,
+    );
   }
 
   /** A branch's current state; a branch made outside the engine gets its fork state written as version 1. */
@@ -753,9 +915,15 @@ export class CairnThread<S extends StateSchema<any>> {
       if (b.parentBranchId === null) return initialLoaded(this.#initial());
       const fork = b.forkMessageId === null ? null : await this.#store.getMessage(b.forkMessageId);
       const parent = await this.#store.getBranchById(b.parentBranchId);
-      const state = fork && parent ? (await this.#stateOnLineage(parent, fork.depth)).state : this.#initial();
+      const state =
+        fork && parent ? (await this.#stateOnLineage(parent, fork.depth)).state : this.#initial();
       try {
-        await this.#write(() => this.#store.appendStateCommit({ branchId: b.id, messageId: b.forkMessageId, update: {}, snapshot: state }, 0));
+        await this.#write(() =>
+          this.#store.appendStateCommit(
+            { branchId: b.id, messageId: b.forkMessageId, update: {}, snapshot: state },
+            0,
+          ),
+        );
         return { ...initialLoaded(state), version: 1 };
       } catch (e) {
         if (!isCairnError(e, 'CONFLICT')) throw e;
@@ -766,10 +934,16 @@ export class CairnThread<S extends StateSchema<any>> {
 
   /** Applies the commits other writers added to the active branch. True when it advanced. */
   async #catchUp(): Promise<boolean> {
-    const commits = await this.#store.getStateCommits(this.#branch.id, { fromVersion: this.#loaded.version + 1 });
+    const commits = await this.#store.getStateCommits(this.#branch.id, {
+      fromVersion: this.#loaded.version + 1,
+    });
     if (commits.length === 0) return false;
     let from = 0;
-    for (let i = commits.length - 1; i >= 0; i--) if (commits[i]!.snapshot) { from = i; break; }
+    for (let i = commits.length - 1; i >= 0; i--)
+      if (commits[i]!.snapshot) {
+        from = i;
+        break;
+      }
     const base = from > 0 || commits[0]!.snapshot ? initialLoaded(this.#initial()) : this.#loaded;
     this.#loaded = replay(this.#schema, base, commits.slice(from));
     return true;
@@ -784,15 +958,26 @@ export class CairnThread<S extends StateSchema<any>> {
         return;
       case 'branch':
         if (mine) void this.#queueHeadRefresh();
-        if (this.#ownWrites === 0 && change.branchId !== undefined && change.branchId !== this.#branch.id) {
-          this.#emit({ kind: 'branch', threadId: this.#record.id, branchId: change.branchId, action: 'changed', source: 'remote' });
+        if (
+          this.#ownWrites === 0 &&
+          change.branchId !== undefined &&
+          change.branchId !== this.#branch.id
+        ) {
+          this.#emit({
+            kind: 'branch',
+            threadId: this.#record.id,
+            branchId: change.branchId,
+            action: 'changed',
+            source: 'remote',
+          });
         }
         return;
       case 'state':
         if (mine) void this.#queueStateRefresh();
         return;
       case 'checkpoint':
-        if (this.#ownWrites === 0) this.#emit({ kind: 'checkpoint', threadId: this.#record.id, source: 'remote' });
+        if (this.#ownWrites === 0)
+          this.#emit({ kind: 'checkpoint', threadId: this.#record.id, source: 'remote' });
         return;
       default:
         return;
@@ -806,7 +991,13 @@ export class CairnThread<S extends StateSchema<any>> {
       this.#headRefreshQueued = false;
       const fresh = await this.#store.getBranchById(this.#branch.id);
       if (fresh && this.#setHead(fresh)) {
-        this.#emit({ kind: 'messages', threadId: this.#record.id, branchId: fresh.id, headMessageId: fresh.headMessageId, source: 'remote' });
+        this.#emit({
+          kind: 'messages',
+          threadId: this.#record.id,
+          branchId: fresh.id,
+          headMessageId: fresh.headMessageId,
+          source: 'remote',
+        });
       }
     });
     this.#tail = run.catch(() => undefined);
@@ -819,7 +1010,14 @@ export class CairnThread<S extends StateSchema<any>> {
     const run = this.#tail.then(async () => {
       this.#stateRefreshQueued = false;
       if (await this.#catchUp()) {
-        this.#emit({ kind: 'state', threadId: this.#record.id, branchId: this.#branch.id, version: this.#loaded.version, changed: [], source: 'remote' });
+        this.#emit({
+          kind: 'state',
+          threadId: this.#record.id,
+          branchId: this.#branch.id,
+          version: this.#loaded.version,
+          changed: [],
+          source: 'remote',
+        });
       }
     });
     this.#tail = run.catch(() => undefined);

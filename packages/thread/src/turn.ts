@@ -96,9 +96,14 @@ export class ThreadTurn<S extends StateSchema<any>> {
   /** Merges an update into the turn-scoped fields through their reducers. */
   async update(update: TurnUpdateOf<S>): Promise<TurnStateOf<S>> {
     this.#assertRunning();
-    const { state, changed } = applyUpdate(this.#schema, this.#record.state as StateOf<S>, update as UpdateOf<S>, {
-      scope: 'turn',
-    });
+    const { state, changed } = applyUpdate(
+      this.#schema,
+      this.#record.state as StateOf<S>,
+      update as UpdateOf<S>,
+      {
+        scope: 'turn',
+      },
+    );
     if (changed.length > 0) {
       this.#record = { ...this.#record, state: state as JsonObject };
       await this.#persist();
@@ -110,10 +115,13 @@ export class ThreadTurn<S extends StateSchema<any>> {
   async finish(options: { status?: 'finished' | 'failed'; error?: string } = {}): Promise<Turn> {
     this.#assertRunning();
     const status = options.status ?? (options.error === undefined ? 'finished' : 'failed');
-    const steps = options.error === undefined ? this.#record.steps : [
-      ...this.#record.steps,
-      { name: 'error', start: Date.now(), end: Date.now(), error: options.error },
-    ];
+    const steps =
+      options.error === undefined
+        ? this.#record.steps
+        : [
+            ...this.#record.steps,
+            { name: 'error', start: Date.now(), end: Date.now(), error: options.error },
+          ];
     this.#record = { ...this.#record, status, steps, finishedAt: Date.now() };
     await this.#persist();
     await this.#onFinish();

@@ -28,6 +28,22 @@ async function code(p: Promise<unknown> | (() => unknown)): Promise<string> {
 
 const texts = (ms: Message[]) => ms.map((m) => m.data);
 
+/** The same store, but `hook` runs (another writer, say) before each transaction starts. */
+function beforeTransaction(store: Store, hook: () => unknown): Store {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop === 'transaction') {
+        return async <T>(fn: (tx: Store) => Promise<T>) => {
+          await hook();
+          return target.transaction(fn);
+        };
+      }
+      const v = Reflect.get(target, prop, receiver);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+}
+
 /**
  * The engine's behaviour on one store. Each store runs it with one line:
  * `describeThreadEngine({ name, create, destroy })`.
@@ -93,7 +109,10 @@ export function describeThreadEngine(s: EngineStore): void {
       it('save chains pending messages after the head; history is root to head', async () => {
         const t = await open();
         t.add({ role: 'user', data: 'one' });
-        t.add([{ role: 'assistant', data: 'two' }, { role: 'user', type: 'note', data: { text: 'three' } }]);
+        t.add([
+          { role: 'assistant', data: 'two' },
+          { role: 'user', type: 'note', data: { text: 'three' } },
+        ]);
         expect(t.pending).toHaveLength(3);
         const saved = await t.save();
         expect(saved.map((m) => m.depth)).toEqual([0, 1, 2]);
@@ -110,34 +129,57 @@ export function describeThreadEngine(s: EngineStore): void {
       it('rejects bad messages at add, and a failing save stores nothing and keeps pending', async () => {
         const t = await open();
         expect(await code(() => t.add({ role: '', data: 'x' }))).toBe('INVALID_ARGUMENT');
-        expect(await code(() => t.add({ role: 'user', data: { bad: undefined } as never }))).toBe('INVALID_ARGUMENT');
-        expect(await code(() => t.add({ role: 'user', data: Number.NaN }))).toBe('INVALID_ARGUMENT');
+        expect(await code(() => t.add({ role: 'user', data: { bad: undefined } as never }))).toBe(
+          'INVALID_ARGUMENT',
+        );
+        expect(await code(() => t.add({ role: 'user', data: Number.NaN }))).toBe(
+          'INVALID_ARGUMENT',
+        );
         expect(t.pending).toHaveLength(0);
         const other = await open();
         const [foreign] = await say(other, 'elsewhere');
-        t.add([{ role: 'user', data: 'ok' }, { id: foreign!.id, role: 'user', data: 'steal' }]);
+        t.add([
+          { role: 'user', data: 'ok' },
+          { id: foreign!.id, role: 'user', data: 'steal' },
+        ]);
         expect(await code(t.save())).toBe('INVALID_ARGUMENT');
         expect(await t.history()).toEqual([]);
         expect(t.pending).toHaveLength(2);
       });
 
       it('two engines saving to one branch never lose a message (A1, A2 / B1)', async () => {
-        for (const order of ['A first', 'B first'] as const) {
+        for (const order of ['A2 saved first', 'A2 saved while B saves', 'both at once'] as const) {
           const a = await open();
           await say(a, 'A1');
-          const b = await open({ threadId: a.id });
+          // B opened after A1; its store lets A save A2 just before B's save transaction
+          let hook: (() => Promise<unknown>) | null = null;
+          const b = await openThread(
+            beforeTransaction(store, () => hook?.()),
+            { schema: Research, threadId: a.id },
+          );
           a.add({ role: 'user', data: 'A2' });
           b.add({ role: 'user', data: 'B1' });
-          if (order === 'A first') {
+          if (order === 'A2 saved first') {
             await a.save();
             await b.save();
+          } else if (order === 'A2 saved while B saves') {
+            let a2: string | undefined;
+            hook = async () => {
+              hook = null;
+              a2 = (await a.save())[0]!.id;
+            };
+            const [b1] = await b.save();
+            expect(b1!.parentId).toBe(a2); // re-parented onto A2
           } else {
             await Promise.all([b.save(), a.save()]);
           }
-          const stored = texts(await store.getChain((await store.getBranchById(a.branchId))!.headMessageId!));
+          const stored = texts(
+            await store.getChain((await store.getBranchById(a.branchId))!.headMessageId!),
+          );
           expect(stored).toHaveLength(3);
           expect(stored[0]).toBe('A1');
           expect([...stored].sort()).toEqual(['A1', 'A2', 'B1']);
+          if (order !== 'both at once') expect(stored).toEqual(['A1', 'A2', 'B1']);
           expect(texts(await a.history())).toEqual(stored);
           expect(texts(await b.history())).toEqual(stored);
         }
@@ -146,12 +188,18 @@ export function describeThreadEngine(s: EngineStore): void {
       it("save({ onConflict: 'fail' }) throws CONFLICT when another writer moved the head, keeping pending", async () => {
         const a = await open();
         await say(a, 'A1');
-        const b = await open({ threadId: a.id });
+        let hook: (() => Promise<unknown>) | null = null;
+        const b = await openThread(
+          beforeTransaction(store, () => hook?.()),
+          { schema: Research, threadId: a.id },
+        );
         a.add({ role: 'user', data: 'A2' });
         b.add({ role: 'user', data: 'B1' });
-        // both read the head A1 before either commits; A wins, B asked to fail
-        const [, outcome] = await Promise.all([a.save(), code(b.save({ onConflict: 'fail' }))]);
-        expect(outcome).toBe('CONFLICT');
+        hook = () => {
+          hook = null;
+          return a.save();
+        };
+        expect(await code(b.save({ onConflict: 'fail' }))).toBe('CONFLICT');
         expect(b.pending.map((p) => p.data)).toEqual(['B1']);
         expect(texts(await a.history())).toEqual(['A1', 'A2']);
         await b.save();
@@ -187,7 +235,9 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(edit!.parentId).toBeNull();
         expect(t.branchName).toBe('main-v2');
         expect(texts(await t.history())).toEqual(['first, edited']);
-        expect(texts(await store.getChain((await store.getBranch(t.id, 'main'))!.headMessageId!))).toEqual(['first', 'reply']);
+        expect(
+          texts(await store.getChain((await store.getBranch(t.id, 'main'))!.headMessageId!)),
+        ).toEqual(['first', 'reply']);
       });
     });
 
@@ -209,7 +259,13 @@ export function describeThreadEngine(s: EngineStore): void {
         // n counts every name starting with main-v, main-v2-v2 included: 4, so main-v5
         await t.switchBranch('main');
         expect((await t.rewind(m1!.id)).name).toBe('main-v5');
-        expect((await t.branches()).map((b) => b.name)).toEqual(['main', 'main-v2', 'main-v3', 'main-v2-v2', 'main-v5']);
+        expect((await t.branches()).map((b) => b.name)).toEqual([
+          'main',
+          'main-v2',
+          'main-v3',
+          'main-v2-v2',
+          'main-v5',
+        ]);
         expect(await code(t.rewind('no-such-message'))).toBe('NOT_FOUND');
       });
 
@@ -309,10 +365,18 @@ export function describeThreadEngine(s: EngineStore): void {
         const t = await open();
         await t.update({ keyInsights: ['a', 'b'], notes: { x: '1' } });
         await t.update({ keyInsights: ['b', 'c'], notes: { y: '2' }, counter: 3 });
-        expect(t.state).toEqual({ keyInsights: ['a', 'b', 'c'], notes: { x: '1', y: '2' }, counter: 3 });
+        expect(t.state).toEqual({
+          keyInsights: ['a', 'b', 'c'],
+          notes: { x: '1', y: '2' },
+          counter: 3,
+        });
         const commits = await store.getStateCommits(t.branchId);
         expect(commits.map((c) => c.version)).toEqual([1, 2]);
-        expect(commits[1]!.update).toEqual({ keyInsights: ['b', 'c'], notes: { y: '2' }, counter: 3 });
+        expect(commits[1]!.update).toEqual({
+          keyInsights: ['b', 'c'],
+          notes: { y: '2' },
+          counter: 3,
+        });
         expect(t.stateVersion).toBe(2);
         const again = await open({ threadId: t.id });
         expect(again.state).toEqual(t.state);
@@ -337,10 +401,19 @@ export function describeThreadEngine(s: EngineStore): void {
           t.update({ objective: 'third', keyInsights: ['3'] }),
           t.update({ keyInsights: ['4'] }),
         ]);
-        expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+        expect(results.map((r) => r.status)).toEqual([
+          'fulfilled',
+          'rejected',
+          'fulfilled',
+          'fulfilled',
+        ]);
         expect(t.state.objective).toBe('third');
         expect(t.state.keyInsights).toEqual(['1', '3', '4']);
-        expect((await store.getStateCommits(t.branchId)).map((c) => c.update.keyInsights)).toEqual([['1'], ['3'], ['4']]);
+        expect((await store.getStateCommits(t.branchId)).map((c) => c.update.keyInsights)).toEqual([
+          ['1'],
+          ['3'],
+          ['4'],
+        ]);
       });
 
       it('two engines updating one branch lose nothing: the stale one re-reads and re-applies', async () => {
@@ -362,9 +435,19 @@ export function describeThreadEngine(s: EngineStore): void {
         const racing: Store = new Proxy(store, {
           get(target, prop, receiver) {
             if (prop === 'appendStateCommit') {
-              return async (commit: Parameters<Store['appendStateCommit']>[0], expected: number) => {
+              return async (
+                commit: Parameters<Store['appendStateCommit']>[0],
+                expected: number,
+              ) => {
                 const latest = await target.getLatestStateCommit(commit.branchId);
-                await target.appendStateCommit({ branchId: commit.branchId, messageId: null, update: { keyInsights: [`rival ${rival++}`] } }, latest?.version ?? 0);
+                await target.appendStateCommit(
+                  {
+                    branchId: commit.branchId,
+                    messageId: null,
+                    update: { keyInsights: [`rival ${rival++}`] },
+                  },
+                  latest?.version ?? 0,
+                );
                 return target.appendStateCommit(commit, expected);
               };
             }
@@ -393,7 +476,11 @@ export function describeThreadEngine(s: EngineStore): void {
         await t.rewind(m2!.id);
         expect(t.state.keyInsights).toEqual(['a', 'b']);
         const first = (await store.getStateCommits(t.branchId))[0]!;
-        expect(first).toMatchObject({ version: 1, messageId: m2!.id, snapshot: { keyInsights: ['a', 'b'] } });
+        expect(first).toMatchObject({
+          version: 1,
+          messageId: m2!.id,
+          snapshot: { keyInsights: ['a', 'b'] },
+        });
         await t.update({ keyInsights: ['c'] });
         const [m4] = await say(t, 'm4');
         expect(await t.stateAt(m4!.id)).toMatchObject({ keyInsights: ['a', 'b', 'c'] });
@@ -427,7 +514,9 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(commits).toHaveLength(23);
         expect(commits.filter((c) => c.snapshot).map((c) => c.version)).toEqual([5, 10, 15, 20]);
         expect(commits[21]!.update).toEqual({ keyInsights: ['i21'] });
-        expect(commits[19]!.snapshot).toMatchObject({ keyInsights: Array.from({ length: 20 }, (_, i) => `i${i}`) });
+        expect(commits[19]!.snapshot).toMatchObject({
+          keyInsights: Array.from({ length: 20 }, (_, i) => `i${i}`),
+        });
         // reopening reads one snapshot and the 3 commits after it
         const reads: string[] = [];
         const counting: Store = new Proxy(store, {
@@ -436,14 +525,19 @@ export function describeThreadEngine(s: EngineStore): void {
             if (typeof v !== 'function') return v;
             return async (...args: unknown[]) => {
               const r = await v.apply(target, args);
-              if (prop === 'getStateCommits' || prop === 'getLatestStateCommit') reads.push(`${String(prop)}:${Array.isArray(r) ? r.length : r ? 1 : 0}`);
+              if (prop === 'getStateCommits' || prop === 'getLatestStateCommit')
+                reads.push(`${String(prop)}:${Array.isArray(r) ? r.length : r ? 1 : 0}`);
               return r;
             };
           },
         });
         const again = await openThread(counting, { schema: Research, threadId: t.id });
         expect(again.state).toEqual(t.state);
-        expect(reads).toEqual(['getLatestStateCommit:1', 'getLatestStateCommit:1', 'getStateCommits:3']);
+        expect(reads).toEqual([
+          'getLatestStateCommit:1',
+          'getLatestStateCommit:1',
+          'getStateCommits:3',
+        ]);
       });
 
       it('snapshots sooner when updates are large next to the state, later when small', async () => {
@@ -451,7 +545,9 @@ export function describeThreadEngine(s: EngineStore): void {
         await t.update({ blob: 'x'.repeat(5000) }); // bigger than the initial state: snapshot
         for (let i = 0; i < 30; i++) await t.update({ counter: i + 1 }); // ~14 bytes each: no snapshot
         await t.update({ objective: 'y'.repeat(6000) }); // more than the 5 KB state: snapshot
-        const snaps = (await store.getStateCommits(t.branchId)).filter((c) => c.snapshot).map((c) => c.version);
+        const snaps = (await store.getStateCommits(t.branchId))
+          .filter((c) => c.snapshot)
+          .map((c) => c.version);
         expect(snaps).toEqual([1, 32]);
       });
     });
@@ -464,11 +560,24 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(turn.state).toEqual({ files: [], phase: 'idle' });
         await turn.update({ files: ['a.md'], phase: 'planning' });
         expect(await turn.step('plan', async () => 42)).toBe(42);
-        await expect(turn.step('search', async () => { throw new Error('offline'); })).rejects.toThrow('offline');
+        await expect(
+          turn.step('search', async () => {
+            throw new Error('offline');
+          }),
+        ).rejects.toThrow('offline');
         expect(await code(turn.update({ counter: 1 } as never))).toBe('INVALID_UPDATE');
         const stored = await store.getTurn(turn.id);
-        expect(stored).toMatchObject({ messageId: m!.id, source: 'web', userId: 'u1', status: 'running', state: { files: ['a.md'], phase: 'planning' } });
-        expect(stored!.steps.map((s) => [s.name, s.error])).toEqual([['plan', null], ['search', 'offline']]);
+        expect(stored).toMatchObject({
+          messageId: m!.id,
+          source: 'web',
+          userId: 'u1',
+          status: 'running',
+          state: { files: ['a.md'], phase: 'planning' },
+        });
+        expect(stored!.steps.map((s) => [s.name, s.error])).toEqual([
+          ['plan', null],
+          ['search', 'offline'],
+        ]);
         for (const s of stored!.steps) expect(s.end).toBeGreaterThanOrEqual(s.start);
         await turn.finish();
         expect((await store.getTurn(turn.id))?.status).toBe('finished');
@@ -507,7 +616,12 @@ export function describeThreadEngine(s: EngineStore): void {
         const r1 = await t.acquireRun({ owner: 'w1', ttlMs: 60 });
         expect(await code(t.acquireRun({ owner: 'w2', ttlMs: 60 }))).toBe('CONFLICT');
         const live = await t.runStatus();
-        expect(live).toMatchObject({ owner: 'w1', isRunning: true, lastResult: null, endedAt: null });
+        expect(live).toMatchObject({
+          owner: 'w1',
+          isRunning: true,
+          lastResult: null,
+          endedAt: null,
+        });
         expect(live!.expiresAt).toBeGreaterThan(live!.startedAt);
         await r1.heartbeat();
         await sleep(100);
@@ -521,16 +635,29 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(await code(r1.release({ result: 'completed' }))).toBe('CONFLICT');
         await r2.heartbeat();
         const done = await r2.release({ result: 'failed', error: 'model timeout' });
-        expect(done).toMatchObject({ isRunning: false, lastResult: 'failed', lastError: 'model timeout' });
+        expect(done).toMatchObject({
+          isRunning: false,
+          lastResult: 'failed',
+          lastError: 'model timeout',
+        });
         const rec = await t.runStatus();
-        expect(rec).toMatchObject({ owner: 'w2', isRunning: false, lastResult: 'failed', lastError: 'model timeout' });
+        expect(rec).toMatchObject({
+          owner: 'w2',
+          isRunning: false,
+          lastResult: 'failed',
+          lastError: 'model timeout',
+        });
         expect(rec!.endedAt).not.toBeNull();
         expect(rec!.lastHeartbeatAt).toBeGreaterThanOrEqual(rec!.startedAt);
         // a released run can be taken at once, and completes
         const r3 = await t.acquireRun({ owner: 'w3', ttlMs: 5000 });
         expect((await t.runStatus())?.lastResult).toBe('failed');
         await r3.release({ result: 'completed' });
-        expect((await t.runStatus())).toMatchObject({ isRunning: false, lastResult: 'completed', lastError: null });
+        expect(await t.runStatus()).toMatchObject({
+          isRunning: false,
+          lastResult: 'completed',
+          lastError: null,
+        });
         expect(await code(r3.release({ result: 'nope' as never }))).toBe('INVALID_ARGUMENT');
       });
     });
@@ -547,11 +674,21 @@ export function describeThreadEngine(s: EngineStore): void {
         await a.update({ objective: 'o' });
         await a.checkpoint('cp');
         await a.btw();
-        expect(seenA.map((e) => `${e.kind}:${e.source}`)).toEqual(['messages:local', 'state:local', 'checkpoint:local', 'branch:local']);
+        expect(seenA.map((e) => `${e.kind}:${e.source}`)).toEqual([
+          'messages:local',
+          'state:local',
+          'checkpoint:local',
+          'branch:local',
+        ]);
         const until = async (f: () => boolean) => {
           for (let i = 0; i < 200 && !f(); i++) await sleep(10);
         };
-        await until(() => b.state.objective === 'o' && b.head === m1!.id && seenB.some((e) => e.kind === 'checkpoint'));
+        await until(
+          () =>
+            b.state.objective === 'o' &&
+            b.head === m1!.id &&
+            seenB.some((e) => e.kind === 'checkpoint'),
+        );
         expect(b.head).toBe(m1!.id);
         expect(b.state.objective).toBe('o');
         const kinds = new Set(seenB.map((e) => `${e.kind}:${e.source}`));

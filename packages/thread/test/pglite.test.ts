@@ -1,5 +1,5 @@
-import { PGlite } from '@electric-sql/pglite';
 import { createPostgresStore } from '@cairn/store-postgres';
+import { PGlite } from '@electric-sql/pglite';
 import { describeThreadEngine } from './engine-suite.js';
 
 let db: PGlite | undefined;

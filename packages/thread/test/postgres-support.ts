@@ -2,7 +2,8 @@ import { newId } from '@cairn/core';
 import pg from 'pg';
 
 /** The test server, from CAIRN_POSTGRES_URL (default: the local trust-auth server). */
-export const POSTGRES_URL = process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const POSTGRES_URL =
+  process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const REQUIRED = process.env.CAIRN_REQUIRE_POSTGRES === '1';
 
 async function probe(): Promise<string | null> {
@@ -28,7 +29,8 @@ if (unreachable && !REQUIRED) {
 }
 
 /** Why the server tests are skipped, or false when they run (CAIRN_REQUIRE_POSTGRES=1 never skips). */
-export const SKIP_SERVER: string | false = unreachable && !REQUIRED ? `PostgreSQL unreachable: ${unreachable}` : false;
+export const SKIP_SERVER: string | false =
+  unreachable && !REQUIRED ? `PostgreSQL unreachable: ${unreachable}` : false;
 
 /** A schema name of its own for one test file. */
 export function freshSchema(): string {

@@ -6,17 +6,23 @@ import type { Store } from '@cairn/store';
 import { openThread } from '../src/index.js';
 
 const worker = join(dirname(fileURLToPath(import.meta.url)), 'children', 'append-worker.mjs');
-export const Items = defineState({ items: field<string[]>({ reducer: reducers.appendUnique, default: () => [] }) });
+export const Items = defineState({
+  items: field<string[]>({ reducer: reducers.appendUnique, default: () => [] }),
+});
 
 function runChild(args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [worker, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [worker, ...args], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let err = '';
     child.stderr.on('data', (d) => {
       err += String(d);
     });
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`writer exited with ${code}: ${err}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`writer exited with ${code}: ${err}`)),
+    );
   });
 }
 
@@ -33,7 +39,14 @@ export async function appendFromProcesses(
   const thread = await openThread(store, { schema: Items });
   await Promise.all(
     Array.from({ length: processes }, (_, w) =>
-      runChild([child.kind, child.target, child.schema ?? '', thread.id, String(w), String(perProcess)]),
+      runChild([
+        child.kind,
+        child.target,
+        child.schema ?? '',
+        thread.id,
+        String(w),
+        String(perProcess),
+      ]),
     ),
   );
   const reread = await openThread(store, { schema: Items, threadId: thread.id });

@@ -20,8 +20,14 @@ describe('compose providers', () => {
     ];
     const composer = createComposer({ providers, cache: { max: 100 }, timeoutMs: 3000 });
     const first = await composer.compose(last!, { version: thread.version });
-    expect(first.text).toBe('assistant: two\nuser: three\nobjective: cairns\nkeyInsights: ["markers"]');
-    expect(first.values).toMatchObject({ recentMessages: 'assistant: two\nuser: three', objective: 'cairns', keyInsights: ['markers'] });
+    expect(first.text).toBe(
+      'assistant: two\nuser: three\nobjective: cairns\nkeyInsights: ["markers"]',
+    );
+    expect(first.values).toMatchObject({
+      recentMessages: 'assistant: two\nuser: three',
+      objective: 'cairns',
+      keyInsights: ['markers'],
+    });
     expect(first.values).not.toHaveProperty('counter');
 
     // same version: a cache hit; a state change moves the version, so the next one is fresh

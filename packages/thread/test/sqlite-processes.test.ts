@@ -10,9 +10,16 @@ it('4 processes x 250 appendUnique updates on one SQLite file: all 1,000 items p
   const path = join(dir, 'shared.db');
   const store = createSqliteStore({ path });
   try {
-    const { items, versions } = await appendFromProcesses(store, { kind: 'sqlite', target: path }, 4, 250);
+    const { items, versions } = await appendFromProcesses(
+      store,
+      { kind: 'sqlite', target: path },
+      4,
+      250,
+    );
     expect(items).toHaveLength(1000);
-    const expected = [0, 1, 2, 3].flatMap((w) => Array.from({ length: 250 }, (_, i) => `w${w}-${i}`));
+    const expected = [0, 1, 2, 3].flatMap((w) =>
+      Array.from({ length: 250 }, (_, i) => `w${w}-${i}`),
+    );
     expect([...items].sort()).toEqual([...expected].sort());
     // each process's items in its own call order
     for (let w = 0; w < 4; w++) {

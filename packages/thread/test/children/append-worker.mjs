@@ -12,7 +12,10 @@ async function openStore() {
     return createSqliteStore({ path: target });
   }
   const { createPostgresStore } = await import('@cairn/store-postgres');
-  return createPostgresStore({ connectionString: target }, { schema: schemaName, maxConnections: 3 });
+  return createPostgresStore(
+    { connectionString: target },
+    { schema: schemaName, maxConnections: 3 },
+  );
 }
 
 const store = await openStore();
