@@ -677,10 +677,10 @@ export class PostgresStore implements Store {
       const r = await q.query(
         `WITH ins AS (
            INSERT INTO ${s}.state_commits (branch_id, thread_id, version, message_id, message_depth, "update", snapshot, created_at)
-           SELECT b.id, b.thread_id, $3::int + 1, $2::text, m.depth, $4::jsonb, $5::jsonb, $6
+           SELECT b.id, b.thread_id, ($3::bigint + 1)::int, $2::text, m.depth, $4::jsonb, $5::jsonb, $6
            FROM ${s}.branches b LEFT JOIN ${s}.messages m ON m.id = $2::text AND m.thread_id = b.thread_id
            WHERE b.id = $1 AND ($2::text IS NULL OR m.id IS NOT NULL)
-             AND (SELECT COALESCE(max(version), 0) FROM ${s}.state_commits WHERE branch_id = $1) = $3::int
+             AND (SELECT COALESCE(max(version), 0) FROM ${s}.state_commits WHERE branch_id = $1) = $3::bigint
            ON CONFLICT (branch_id, version) DO NOTHING
            RETURNING *)
          SELECT ${COMMIT_COLUMNS.split(', ')
@@ -732,8 +732,8 @@ export class PostgresStore implements Store {
     checkId(branchId, 'branch id');
     for (const key of ['fromVersion', 'toVersion'] as const) {
       const v = range[key];
-      if (v !== undefined && !Number.isInteger(v))
-        throw invalid(`${key} must be an integer, got ${v}`);
+      if (v !== undefined && (!Number.isSafeInteger(v) || v < 0))
+        throw invalid(`${key} must be an integer >= 0, got ${v}`);
     }
     const s = this.#core.s;
     return this.#read(async (q) => {
@@ -742,7 +742,7 @@ export class PostgresStore implements Store {
           .map((col) => `c.${col}`)
           .join(', ')}
          FROM ${s}.branches b LEFT JOIN ${s}.state_commits c
-           ON c.branch_id = b.id AND c.version >= $2 AND ($3::int IS NULL OR c.version <= $3)
+           ON c.branch_id = b.id AND c.version >= $2::bigint AND ($3::bigint IS NULL OR c.version <= $3::bigint)
          WHERE b.id = $1 ORDER BY c.version`,
         [branchId, range.fromVersion ?? 1, range.toVersion ?? null],
       );
@@ -758,7 +758,7 @@ export class PostgresStore implements Store {
     checkId(branchId, 'branch id');
     for (const key of ['maxVersion', 'maxMessageDepth'] as const) {
       const v = query[key];
-      if (v !== undefined && !Number.isInteger(v))
+      if (v !== undefined && !Number.isSafeInteger(v))
         throw invalid(`${key} must be an integer, got ${v}`);
     }
     const s = this.#core.s;
@@ -768,9 +768,9 @@ export class PostgresStore implements Store {
          LEFT JOIN LATERAL (
            SELECT ${COMMIT_COLUMNS} FROM ${s}.state_commits
            WHERE branch_id = b.id
-             AND ($2::int IS NULL OR version <= $2)
+             AND ($2::bigint IS NULL OR version <= $2::bigint)
              AND (NOT $3 OR snapshot IS NOT NULL)
-             AND ($4::int IS NULL OR COALESCE(message_depth, -1) <= $4)
+             AND ($4::bigint IS NULL OR COALESCE(message_depth, -1) <= $4::bigint)
            ORDER BY version DESC LIMIT 1) c ON true
          WHERE b.id = $1`,
         [

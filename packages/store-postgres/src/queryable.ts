@@ -24,7 +24,7 @@ export interface PgPoolLike {
   query(text: string, values?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }>;
   connect(): Promise<PgClientLike & { release(err?: Error | boolean): void }>;
   end(): Promise<void>;
-  readonly options?: Record<string, unknown>;
+  readonly options?: object;
 }
 
 /** The parts of a node-postgres `Client` (or `PoolClient`) the store uses. */
@@ -175,22 +175,42 @@ export function poolQueryable(pool: PgPoolLike): Queryable {
   };
 }
 
+/** One lock per pg connection, shared by every store opened on it. */
+const connectionLocks = new WeakMap<object, AsyncLock>();
+
 /**
- * One connection (a pg `Client`/`PoolClient` or a PGlite instance): every statement and
- * transaction takes turns, so nothing interleaves with another caller's transaction.
+ * One connection: a pg `Client`/`PoolClient` or a PGlite instance. Statements and
+ * transactions take turns, so nothing interleaves with a transaction in progress — for
+ * pg through a lock shared by all stores on that client, for PGlite through its own
+ * transaction API (which also keeps the application's own queries out of ours).
  */
 export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
-  const session = isPGlite(client) ? pgliteSession(client) : pgSession(client as PgClientLike);
-  const lock = new AsyncLock();
+  if (isPGlite(client)) {
+    const session = pgliteSession(client);
+    return {
+      query: <R>(text: string, params?: unknown[]) =>
+        session.query(text, params) as Promise<QueryResult<R>>,
+      exec: (text) => session.exec(text),
+      transaction: (fn) =>
+        client.transaction((tx) => fn(new InTransaction(pgliteSession(tx as PGliteLike), 0))),
+    };
+  }
+  const session = pgSession(client);
+  let lock = connectionLocks.get(client);
+  if (!lock) {
+    lock = new AsyncLock();
+    connectionLocks.set(client, lock);
+  }
+  const turn = lock;
   return {
     query<R>(text: string, params?: unknown[]) {
-      return lock.run(() => session.query(text, params)) as Promise<QueryResult<R>>;
+      return turn.run(() => session.query(text, params)) as Promise<QueryResult<R>>;
     },
     exec(text) {
-      return lock.run(() => session.exec(text));
+      return turn.run(() => session.exec(text));
     },
     transaction(fn) {
-      return lock.run(() => runTransaction(session, fn));
+      return turn.run(() => runTransaction(session, fn));
     },
   };
 }

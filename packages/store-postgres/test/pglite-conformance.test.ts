@@ -23,6 +23,7 @@ describeStoreConformance({
     await store.close();
     await db.exec(`DROP SCHEMA IF EXISTS "${schemas.get(store)!}" CASCADE`);
   },
+  reopen: async (store) => createPostgresStore({ client: db }, { schema: schemas.get(store)! }),
   capabilities: {
     vectorSearch: 'approximate',
     notifications: 'process',

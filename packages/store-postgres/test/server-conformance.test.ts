@@ -22,6 +22,11 @@ describeServer('PostgreSQL server', () => {
       await store.close();
       await dropSchema(schemas.get(store)!);
     },
+    reopen: async (store) =>
+      createPostgresStore(
+        { connectionString: POSTGRES_URL },
+        { schema: schemas.get(store)!, maxConnections: 4 },
+      ),
     capabilities: {
       vectorSearch: 'exact',
       notifications: 'cluster',

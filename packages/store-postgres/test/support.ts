@@ -52,5 +52,7 @@ export async function withClient<T>(fn: (c: pg.Client) => Promise<T>): Promise<T
 }
 
 export async function dropSchema(schema: string): Promise<void> {
-  await withClient((c) => c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+  await withClient((c) =>
+    c.query(`DROP SCHEMA IF EXISTS "${schema.replaceAll('"', '""')}" CASCADE`),
+  );
 }

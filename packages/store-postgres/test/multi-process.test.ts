@@ -1,0 +1,85 @@
+import type { Store } from '@cairn/store';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { createPostgresStore } from '../src/index.js';
+import { runFixture } from './processes.js';
+import { describeServer, dropSchema, freshSchema, POSTGRES_URL } from './support.js';
+
+describeServer('several processes on one server', () => {
+  const schema = freshSchema('cairn_mp');
+  let store: Store;
+  beforeAll(async () => {
+    store = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
+  });
+  afterAll(async () => {
+    await store?.close();
+    await dropSchema(schema);
+  });
+
+  it('4 processes x 250 state commits on one branch, retrying on CONFLICT: versions 1..1000, none lost or doubled', async () => {
+    const thread = await store.createThread({});
+    const branch = await store.createBranch({
+      threadId: thread.id,
+      name: 'main',
+      headMessageId: null,
+    });
+    const writers = ['w0', 'w1', 'w2', 'w3'];
+    const outputs = await Promise.all(
+      writers.map((w) =>
+        runFixture('commit-writer.mjs', [POSTGRES_URL, schema, branch.id, '250', w]),
+      ),
+    );
+    const commits = await store.getStateCommits(branch.id);
+    expect(commits.map((c) => c.version)).toEqual(Array.from({ length: 1000 }, (_, i) => i + 1));
+    const seen = new Set(commits.map((c) => `${c.update.writer}:${c.update.i}`));
+    expect(seen.size).toBe(1000);
+    for (const w of writers) {
+      for (let i = 0; i < 250; i++) expect(seen.has(`${w}:${i}`)).toBe(true);
+    }
+    // The writers really raced: at least one of them lost a compare-and-set.
+    const conflicts = outputs.map((o) => (JSON.parse(o) as { conflicts: number }).conflicts);
+    expect(conflicts.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+  }, 120_000);
+
+  it("hears another process's commit through LISTEN/NOTIFY", async () => {
+    const thread = await store.createThread({});
+    const [root] = await store.addMessages([
+      { threadId: thread.id, parentId: null, role: 'user', data: 'hi' },
+    ]);
+    const heard: string[] = [];
+    const stop = store.subscribe(thread.id, (c) => heard.push(c.kind));
+    await runFixture('add-message.mjs', [POSTGRES_URL, schema, thread.id, root!.id]);
+    await vi.waitFor(() => expect(heard).toContain('messages'), { timeout: 10_000, interval: 20 });
+    stop();
+    expect(
+      (await store.getChain((await store.listBranches(thread.id))[0]?.headMessageId ?? root!.id))
+        .length,
+    ).toBe(1);
+  }, 30_000);
+
+  it('tells one store about changes made through another (separate connections)', async () => {
+    const other = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
+    try {
+      const thread = await store.createThread({});
+      const heard: Array<{ kind: string; branchId?: string }> = [];
+      const stop = other.subscribe(thread.id, (c) => heard.push(c));
+      const branch = await store.createBranch({
+        threadId: thread.id,
+        name: 'main',
+        headMessageId: null,
+      });
+      await store.appendStateCommit({ branchId: branch.id, messageId: null, update: { a: 1 } }, 0);
+      await vi.waitFor(
+        () =>
+          expect(heard).toContainEqual({ threadId: thread.id, kind: 'state', branchId: branch.id }),
+        {
+          timeout: 10_000,
+          interval: 20,
+        },
+      );
+      expect(heard).toContainEqual({ threadId: thread.id, kind: 'branch', branchId: branch.id });
+      stop();
+    } finally {
+      await other.close();
+    }
+  }, 30_000);
+});
