@@ -45,7 +45,7 @@ export function parseDemoArgs(argv: readonly string[], cwd: string): DemoOptions
   } catch (error) {
     throw new CairnError(
       'INVALID_ARGUMENT',
-      `${(error as Error).message.split('\n')[0]} (see --help)`,
+      `${(error as Error).message.split(/\.\s|\n/)[0]} (see --help)`,
     );
   }
   const { values, positionals } = parsed;

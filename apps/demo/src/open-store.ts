@@ -6,7 +6,7 @@ import { createPostgresStore } from '@cairn/store-postgres';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import type { DemoOptions } from './args.js';
 
-/** The PostgreSQL schema the demo keeps its tables in. */
+/** The PostgreSQL schema the demo keeps its tables in (`CAIRN_DEMO_PG_SCHEMA` overrides it). */
 export const POSTGRES_SCHEMA = 'cairn_demo';
 
 /** A URL with its password hidden, for messages. */

@@ -198,7 +198,12 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     };
   } catch (error) {
     // Never leave a half-written conversation behind.
-    for (const id of created) await store.deleteThread(id).catch(() => undefined);
+    for (const id of created) {
+      await store.deleteThread(id).catch(() => undefined);
+      // ...nor the notes and discoveries remembered in its room.
+      const own = await store.listMemories({ roomId: id }, { limit: 10_000 }).catch(() => []);
+      if (own.length > 0) await store.deleteMemories(own.map((m) => m.id)).catch(() => undefined);
+    }
     throw error;
   }
 }
@@ -413,11 +418,7 @@ class ResearchSession {
     try {
       const tasks = await turn.step('plan', async () => {
         const planned = planTasks(objective, iteration);
-        await thread.update({
-          currentObjective: objective,
-          iteration,
-          plan: planned.map(({ id, facet, query }) => ({ id, facet, query })),
-        });
+        // Each step saves its message first, so its state changes show "as of" that message.
         thread.add({
           role: 'assistant',
           type: 'plan',
@@ -427,6 +428,11 @@ class ResearchSession {
           },
         });
         await thread.save();
+        await thread.update({
+          currentObjective: objective,
+          iteration,
+          plan: planned.map(({ id, facet, query }) => ({ id, facet, query })),
+        });
         return planned;
       });
       term.line(
@@ -506,9 +512,9 @@ class ResearchSession {
 
       const hypothesis = await turn.step('hypothesis', async () => {
         const h = formHypothesis(objective, findings);
-        await thread.update({ hypothesis: h });
         thread.add({ role: 'assistant', type: 'hypothesis', data: { text: `Hypothesis: ${h}` } });
         await thread.save();
+        await thread.update({ hypothesis: h });
         return h;
       });
       term.line(`  ${term.green('hypothesis')} ${clip(hypothesis, 160)}`);
@@ -523,6 +529,16 @@ class ResearchSession {
           passagesSearched: passages,
         });
         const before = thread.state.keyInsights.length;
+        thread.add({
+          role: 'assistant',
+          type: 'reflection',
+          data: {
+            text: `Reflection: ${r.keyInsights.length} key insights; next objective: ${r.nextObjective}`,
+            keyInsights: r.keyInsights,
+            methodology: r.methodology,
+          },
+        });
+        await thread.save();
         await thread.update({
           keyInsights: r.keyInsights,
           methodology: r.methodology,

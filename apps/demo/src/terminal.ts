@@ -86,6 +86,7 @@ const ROLE_MARK: Record<string, string> = { user: 'U', assistant: 'A', tool: 'T'
 function mark(m: Message): string {
   if (m.type === 'plan') return 'P';
   if (m.type === 'hypothesis') return 'H';
+  if (m.type === 'reflection') return 'E';
   if (m.type === 'reply') return 'R';
   if (m.type === 'upload') return 'D';
   return ROLE_MARK[m.role] ?? '?';
@@ -93,7 +94,7 @@ function mark(m: Message): string {
 
 /**
  * The branch tree, one line per branch: each message as a letter (U user, D upload,
- * P plan, T literature task, H hypothesis, R reply), ◆ after a checkpointed message,
+ * P plan, T literature task, H hypothesis, E reflection, R reply), ◆ after a checkpointed message,
  * and each branch indented under the message it forked from.
  */
 export function drawBranchTree(
@@ -139,7 +140,7 @@ export function drawBranchTree(
   }
   lines.push(
     term.dim(
-      `  ${' '.repeat(nameWidth)}  U user · D upload · P plan · T literature task · H hypothesis · R reply · ◆ checkpoint`,
+      `  ${' '.repeat(nameWidth)}  U user · D upload · P plan · T literature task · H hypothesis · E reflection · R reply · ◆ checkpoint`,
     ),
   );
   return lines;
