@@ -3,7 +3,7 @@ import { isCairnError } from '@cairn/core';
 import { type DemoOptions, parseDemoArgs, USAGE } from './args.js';
 import { chatClientFromEnv } from './chat-client.js';
 import { startInspector } from './inspector/server.js';
-import { openDemoStore } from './open-store.js';
+import { openDemoStore, redactUrl } from './open-store.js';
 import { createDemoMemory, runScenario } from './scenario.js';
 import { Terminal } from './terminal.js';
 
@@ -33,7 +33,7 @@ async function main(argv: string[]): Promise<void> {
     await runScenario({ store, question: options.question, term, chat });
     term.line();
     term.line(
-      `  Inspect it: ${term.bold(`pnpm demo serve${options.dbKind === 'postgres' || options.db !== defaultDb() ? ` --db ${options.db}` : ''}`)} → http://127.0.0.1:${options.port}`,
+      `  Inspect it: ${term.bold(`pnpm demo serve${options.dbKind === 'postgres' || options.db !== defaultDb() ? ` --db ${options.dbKind === 'postgres' ? redactUrl(options.db) : options.db}` : ''}`)} → http://127.0.0.1:${options.port}`,
     );
   } finally {
     await store.close();
@@ -46,7 +46,7 @@ function defaultDb(): string {
 
 function describeDb(options: DemoOptions): string {
   return options.dbKind === 'postgres'
-    ? `PostgreSQL ${options.db.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@')}`
+    ? `PostgreSQL ${redactUrl(options.db)}`
     : `SQLite ${options.db}`;
 }
 

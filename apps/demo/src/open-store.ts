@@ -65,7 +65,7 @@ async function openPostgres(url: string, fresh: boolean): Promise<Store> {
     store = await withTimeout(
       createPostgresStore(
         { connectionString: url },
-        { schema: POSTGRES_SCHEMA, maxConnections: 4 },
+        { schema: process.env.CAIRN_DEMO_PG_SCHEMA || POSTGRES_SCHEMA, maxConnections: 4 },
       ),
       10_000,
     );
