@@ -652,6 +652,9 @@ export class CairnThread<S extends StateSchema<any>> {
           );
         }
         await this.#catchUp();
+        // Another writer may also have moved the head: commit against the one stored.
+        const fresh = await this.#store.getBranchById(this.#branch.id);
+        if (fresh) this.#setHead(fresh);
         await backoff(attempt);
         continue;
       }
@@ -774,9 +777,17 @@ export class CairnThread<S extends StateSchema<any>> {
     }
   }
 
+  /** Adopts the stored head of the active branch; reports a move made by another writer. */
   #setHead(fresh: Branch): boolean {
     if (fresh.headMessageId === this.#branch.headMessageId) return false;
     this.#branch = { ...this.#branch, headMessageId: fresh.headMessageId };
+    this.#emit({
+      kind: 'messages',
+      threadId: this.#record.id,
+      branchId: fresh.id,
+      headMessageId: fresh.headMessageId,
+      source: 'remote',
+    });
     return true;
   }
 
@@ -990,15 +1001,7 @@ export class CairnThread<S extends StateSchema<any>> {
     const run = this.#tail.then(async () => {
       this.#headRefreshQueued = false;
       const fresh = await this.#store.getBranchById(this.#branch.id);
-      if (fresh && this.#setHead(fresh)) {
-        this.#emit({
-          kind: 'messages',
-          threadId: this.#record.id,
-          branchId: fresh.id,
-          headMessageId: fresh.headMessageId,
-          source: 'remote',
-        });
-      }
+      if (fresh) this.#setHead(fresh);
     });
     this.#tail = run.catch(() => undefined);
     return run.catch(() => undefined);
