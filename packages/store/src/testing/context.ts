@@ -31,6 +31,8 @@ export interface StoreConformanceOptions {
 
 /** Generous limits, so a real database on a slow CI machine does not time out. */
 export const HOOK_TIMEOUT = 60_000;
+/** Any one test, including the ones that open a store of their own. */
+export const TEST_TIMEOUT = 30_000;
 export const SLOW_TEST_TIMEOUT = 60_000;
 
 /** Releases a store the way the options say. */

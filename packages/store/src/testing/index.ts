@@ -1,5 +1,5 @@
 import { describe } from 'vitest';
-import type { StoreConformanceOptions } from './context.js';
+import { type StoreConformanceOptions, TEST_TIMEOUT } from './context.js';
 import { describeBranches } from './specs/branches.js';
 import { describeCheckpoints } from './specs/checkpoints.js';
 import { describeEmbeddingSpace } from './specs/embedding-space.js';
@@ -60,7 +60,9 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
  * 'approximate'` the vector tests check no leaks, true scores and recall instead of
  * exact order. When `options.capabilities` is given, the store must report those values.
  *
- * Data is random from fixed seeds, so a failure reproduces run after run.
+ * Data is random from fixed seeds, so a failure reproduces run after run. Each test may
+ * take up to 30 seconds (a few make a store of their own), so keep `create()` cheap: a
+ * new schema or file rather than a new server.
  *
  * @example
  * ```ts
@@ -94,7 +96,7 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
  * ```
  */
 export function describeStoreConformance(options: StoreConformanceOptions): void {
-  describe(`${options.name} store conformance`, () => {
+  describe(`${options.name} store conformance`, { timeout: TEST_TIMEOUT }, () => {
     for (const area of AREAS) area(options);
   });
 }

@@ -413,10 +413,14 @@ export function describeMemories(options: StoreConformanceOptions): void {
         expect(await store().countMemories({ agentId })).toBe(105);
       });
 
-      it('returns nothing for filters no memory meets', async () => {
+      it('returns nothing for filters no memory meets, including empty lists', async () => {
         expect(await store().listMemories({ agentId: `nobody-${run}` })).toEqual([]);
         expect(await store().countMemories({ roomId: `no-room-${run}` })).toBe(0);
         expect(await store().listMemories({ ids: [] })).toEqual([]);
+        expect(await store().listMemories({ agentId: agents[0]!, types: [] })).toEqual([]);
+        expect(await store().listMemories({ agentId: agents[0]!, scopes: [] })).toEqual([]);
+        expect(await store().countMemories({ agentId: agents[0]!, contentHashes: [] })).toBe(0);
+        expect(await store().searchMemories({ text: 'memory', filter: { ids: [] } })).toEqual([]);
       });
 
       it('sees a deleted memory no more, in lists and counts', async () => {
