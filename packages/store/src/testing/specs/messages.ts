@@ -1,4 +1,4 @@
-import { type JsonValue, type Message, newId } from '@cairn/core';
+import { isCairnError, type JsonValue, type Message, newId } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
 import type { NewMessage, Store } from '../../store.js';
 import { type StoreConformanceOptions, useStore } from '../context.js';
@@ -109,6 +109,40 @@ export function describeMessages(options: StoreConformanceOptions): void {
 
       it('stores an empty batch as nothing', async () => {
         expect(await store().addMessages([])).toEqual([]);
+      });
+
+      it('accepts ids that are not UUIDs, for messages and branches', async () => {
+        const t = await makeThread(store());
+        const root = `msg:root/ü-${newId()}`;
+        const child = `msg #2 ${newId()}`;
+        const stored = await store().addMessages([
+          { id: root, threadId: t.id, parentId: null, role: 'user', data: 1 },
+          { id: child, threadId: t.id, parentId: root, role: 'assistant', data: 2 },
+        ]);
+        expect(stored.map((m) => m.id)).toEqual([root, child]);
+        expect((await store().getChain(child)).map((m) => m.id)).toEqual([root, child]);
+        const b = await store().createBranch({
+          id: `branch:${newId()}`,
+          threadId: t.id,
+          name: 'main',
+          headMessageId: child,
+        });
+        expect((await store().getBranchById(b.id))!.headMessageId).toBe(child);
+      });
+
+      it('lets exactly one of two racing batches with the same id win', async () => {
+        const t = await makeThread(store());
+        const id = newId();
+        const results = await Promise.allSettled(
+          [1, 2, 3, 4].map((n) =>
+            store().addMessages([{ id, threadId: t.id, parentId: null, role: 'user', data: n }]),
+          ),
+        );
+        const won = results.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
+        expect(won).toHaveLength(1);
+        for (const r of results)
+          if (r.status === 'rejected') expect(isCairnError(r.reason, 'CONFLICT')).toBe(true);
+        expect(await store().getMessage(id)).toEqual(won[0]);
       });
 
       it('returns null for an unknown message', async () => {
@@ -459,6 +493,33 @@ export function describeMessages(options: StoreConformanceOptions): void {
         } as NewMessage;
         await expectCode(() => f.s.addMessages([message]), 'INVALID_ARGUMENT');
         await f.unchanged([fresh]);
+      });
+
+      it.each([
+        ['NaN', () => Number.NaN],
+        ['Infinity', () => Number.NEGATIVE_INFINITY],
+        ['a BigInt', () => 1n],
+        ['a function', () => () => 1],
+        ['a Date', () => new Date(0)],
+        ['an array holding undefined', () => [undefined]],
+        ['a sparse array', () => new Array(2)],
+      ])('rejects top-level data that is %s (INVALID_ARGUMENT)', async (_l, make) => {
+        const f = await fixture();
+        const id = newId();
+        await expectCode(
+          () =>
+            f.s.addMessages([
+              {
+                id,
+                threadId: f.thread.id,
+                parentId: f.head.id,
+                role: 'user',
+                data: make() as JsonValue,
+              },
+            ]),
+          'INVALID_ARGUMENT',
+        );
+        await f.unchanged([id]);
       });
 
       it.each(NON_JSON)('rejects data with %s (INVALID_ARGUMENT)', async (_l, make) => {

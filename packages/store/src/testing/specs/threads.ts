@@ -53,6 +53,24 @@ export function describeThreads(options: StoreConformanceOptions): void {
       await expectCode(() => store().createThread({ id: '' }), 'INVALID_ARGUMENT');
     });
 
+    it.each([
+      ['a numeric resourceId', { resourceId: 5 as unknown as string }],
+      ['a numeric title', { title: 5 as unknown as string }],
+      ['an id over 200 characters', { id: 'i'.repeat(201) }],
+    ])('rejects %s (INVALID_ARGUMENT)', async (_l, input) => {
+      const resourceId = `res-${newId()}`;
+      await expectCode(() => store().createThread({ resourceId, ...input }), 'INVALID_ARGUMENT');
+      expect((await store().listThreads({ resourceId })).items).toEqual([]);
+    });
+
+    it('accepts any string of up to 200 characters as an id, not only UUIDs', async () => {
+      for (const id of [`thread/ü:${newId()}`, `x${newId()}`.padEnd(200, 'z'), `  ${newId()} `]) {
+        const t = await store().createThread({ id });
+        expect(t.id).toBe(id);
+        expect(await store().getThread(id)).toEqual(t);
+      }
+    });
+
     it('rejects metadata that is not an object', async () => {
       const id = newId();
       await expectCode(
