@@ -399,12 +399,14 @@ export class CairnThread<S extends StateSchema<any>> {
    * message's parent (a new branch, made active) and saves the edit there with a new id.
    */
   save(options: SaveOptions = {}): Promise<Message[]> {
-    return this.#serial(() => this.#save(options));
+    // What is pending now; messages added after this call wait for the next save.
+    const ids = new Set(this.#pending.map((p) => p.id));
+    return this.#serial(() => this.#save(options, ids));
   }
 
-  async #save(options: SaveOptions): Promise<Message[]> {
-    if (this.#pending.length === 0) return [];
-    const pending = this.#pending;
+  async #save(options: SaveOptions, ids: Set<string>): Promise<Message[]> {
+    const pending = this.#pending.filter((p) => ids.has(p.id));
+    if (pending.length === 0) return [];
     // Edits: only the first pending message may name a stored message.
     let edit: Message | null = null;
     for (let i = 0; i < pending.length; i++) {
@@ -428,10 +430,14 @@ export class CairnThread<S extends StateSchema<any>> {
     if (edit) {
       const parent = edit.parentId === null ? null : await this.#threadMessage(edit.parentId);
       await this.#fork(parent, { activate: true });
-      this.#pending = pending.map((p, i) => (i === 0 ? { ...p, id: newId(), callerId: false } : p));
+      const renamed = { ...pending[0]!, id: newId(), callerId: false };
+      this.#pending = this.#pending.map((p) => (p.id === edit!.id ? renamed : p));
+      ids.add(renamed.id);
     }
+    const batch = this.#pending.filter((p) => ids.has(p.id));
+    const batchIds = new Set(batch.map((p) => p.id));
     const chainOf = (head: string | null): NewMessage[] =>
-      this.#pending.map((p, i, all) => {
+      batch.map((p, i, all) => {
         const m: NewMessage = {
           id: p.id,
           threadId: this.#record.id,
@@ -460,7 +466,7 @@ export class CairnThread<S extends StateSchema<any>> {
             }
           }),
         );
-        this.#pending = [];
+        this.#pending = this.#pending.filter((p) => !batchIds.has(p.id));
         this.#branch = { ...stored.moved, isActive: this.#branch.isActive };
         this.#emit({
           kind: 'messages',

@@ -126,6 +126,17 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(await t.save()).toEqual([]);
       });
 
+      it('save() stores what was pending when it was called; later adds wait for the next save', async () => {
+        const t = await open();
+        t.add({ role: 'user', data: 'first' });
+        const saving = t.save();
+        t.add({ role: 'user', data: 'second' });
+        expect(texts(await saving)).toEqual(['first']);
+        expect(t.pending.map((p) => p.data)).toEqual(['second']);
+        await t.save();
+        expect(texts(await t.history())).toEqual(['first', 'second']);
+      });
+
       it('rejects bad messages at add, and a failing save stores nothing and keeps pending', async () => {
         const t = await open();
         expect(await code(() => t.add({ role: '', data: 'x' }))).toBe('INVALID_ARGUMENT');
