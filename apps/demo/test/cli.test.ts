@@ -1,4 +1,5 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { createSqliteStore } from '@cairn/store-sqlite';
@@ -126,4 +127,52 @@ describe('bad input: one clear line, exit 1, nothing written', () => {
       /^cairn-demo: --port must be a number from 0 to 65535, got "99999"/,
     );
   });
+});
+
+describe('an OpenAI-compatible chat endpoint, when one is configured', () => {
+  it('writes the replies from the composed context, and is never called otherwise', async () => {
+    const bodies: Array<{ model: string; messages: Array<{ role: string; content: string }> }> = [];
+    const auth: Array<string | undefined> = [];
+    const server = createHttpServer((req, res) => {
+      let raw = '';
+      req.on('data', (d) => {
+        raw += d;
+      });
+      req.on('end', () => {
+        bodies.push(JSON.parse(raw));
+        auth.push(req.headers.authorization);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            choices: [{ message: { role: 'assistant', content: `MODEL REPLY ${bodies.length}` } }],
+          }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    try {
+      const db = join(tempDir(), 'chat.db');
+      const result = await runCli(['--db', db], {
+        env: {
+          CAIRN_CHAT_BASE_URL: `http://127.0.0.1:${port}/v1`,
+          CAIRN_CHAT_MODEL: 'tiny-model',
+          CAIRN_CHAT_API_KEY: 'k-123',
+        },
+      });
+      expect(result.code).toBe(0);
+      expect(result.stdout).toMatch(/chat: tiny-model at http:\/\/127\.0\.0\.1/);
+      expect(bodies).toHaveLength(4); // Alice's three iterations and Bob's one
+      expect(bodies.every((b) => b.model === 'tiny-model')).toBe(true);
+      expect(auth.every((a) => a === 'Bearer k-123')).toBe(true);
+      expect(bodies[0]!.messages[1]!.content).toMatch(/Relevant memories/);
+      expect(bodies[0]!.messages[1]!.content).toMatch(/currentObjective: How do cover crops/);
+      expect(result.stdout).toMatch(/\n {4}MODEL REPLY 1\n/);
+      const without = await runCli(['--db', db]);
+      expect(without.code).toBe(0);
+      expect(bodies).toHaveLength(4);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }, 60_000);
 });
