@@ -168,8 +168,8 @@ const suite: Suite = {
                   await store.addMessages(storeRows.slice(i, i + 100));
               },
             },
-            warmup: 1,
-            runs: 5,
+            warmup: 2,
+            runs: 9,
             ops: 10_000,
             target: { maxRatio: 2, label: '>= 0.5x the rate (time <= 2x)' },
           }),
@@ -214,8 +214,8 @@ const suite: Suite = {
                 for (const m of storeRows) await store.addMessages([m]);
               },
             },
-            warmup: 1,
-            runs: 7,
+            warmup: 2,
+            runs: 9,
             ops: N,
             target: { maxRatio: 2, label: '>= 0.5x the rate (time <= 2x)' },
           }),
