@@ -44,7 +44,6 @@ function readSections(): Map<string, string> {
 async function main() {
   const only = parseOnly(process.argv.slice(2));
   const suites = await loadSuites();
-  const sections = readSections();
   for (const suite of suites) {
     if (only && !only.has(suite.id)) continue;
     console.log(`\n== ${suite.title} (${suite.id})`);
@@ -53,11 +52,18 @@ async function main() {
     const secs = ((performance.now() - started) / 1000).toFixed(1);
     console.log(result.markdown);
     const when = new Date().toISOString().slice(0, 16).replace('T', ' ');
+    // Re-read just before writing: other runs (of other suites) may have written meanwhile.
+    const sections = readSections();
     sections.set(
       suite.id,
       `## ${suite.title}\n\n_Measured ${when} UTC in ${secs} s with \`pnpm bench -- --only ${suite.id}\`._\n\n${result.markdown.trim()}\n\n`,
     );
+    writeReport(suites, sections);
   }
+  console.log(`\nwrote ${reportPath}`);
+}
+
+function writeReport(suites: Suite[], sections: Map<string, string>) {
   const order = suites.map((s) => s.id).filter((id) => sections.has(id));
   const body = order
     .map((id) => `<!-- suite:${id} -->\n${sections.get(id)}<!-- /suite:${id} -->`)
@@ -67,7 +73,6 @@ async function main() {
     reportPath,
     `# Cairn benchmarks\n\nEvery figure is a ratio against a baseline run in the same process, run by run\n(median of several runs after warm-up), because these machines are noisy. A time ratio\nbelow 1 means Cairn was faster than its baseline. Machine of the last run: ${os.cpus().length} x ${cpu},\nNode ${process.version}. Regenerate everything with \`pnpm bench\`.\n\n${body}\n`,
   );
-  console.log(`\nwrote ${reportPath}`);
 }
 
 main().catch((e) => {
