@@ -185,6 +185,8 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     term.line(
       `  compose      cache hits ${stats.hits + bobStats.hits}, misses ${stats.misses + bobStats.misses}, entries ${stats.size + bobStats.size}`,
     );
+    const heard = [...alice.events.entries()].map(([kind, n]) => `${n} ${kind}`).join(', ');
+    term.line(`  events       Alice's thread.subscribe heard ${heard}`);
     const elapsedMs = Date.now() - started;
     term.line(`  total        ${(elapsedMs / 1000).toFixed(1)} s`);
     await alice.close();
@@ -282,6 +284,8 @@ class ResearchSession {
   readonly #chat: ChatClient | null;
   #timer: NodeJS.Timeout | undefined;
   #explored: string[] = [];
+  /** Events heard from the engine's `subscribe`, by kind. */
+  readonly events = new Map<string, number>();
 
   private constructor(options: SessionOptions, thread: CairnThread<typeof Research>) {
     this.thread = thread;
@@ -293,6 +297,9 @@ class ResearchSession {
     this.#docs = new Map(options.corpus.map((d) => [d.id, d]));
     this.#keyword = keywordSearcher(options.corpus);
     this.#chat = options.chat ?? null;
+    thread.subscribe((event) => {
+      this.events.set(event.kind, (this.events.get(event.kind) ?? 0) + 1);
+    });
     const viewer = viewerFor(thread.id);
     this.composer = createComposer({
       providers: [

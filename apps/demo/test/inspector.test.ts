@@ -3,9 +3,11 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Store } from '@cairn/store';
 import { createSqliteStore } from '@cairn/store-sqlite';
+import { openThread } from '@cairn/thread';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Inspector, startInspector } from '../src/inspector/server.js';
+import { Research } from '../src/research-state.js';
 import { createDemoMemory, runScenario, type ScenarioResult } from '../src/scenario.js';
 import { Terminal } from '../src/terminal.js';
 import { ARTIFACTS, tempDir } from './helpers.js';
@@ -97,6 +99,25 @@ describe('the inspector API', () => {
       expect.arrayContaining(['objective', 'uploadedDatasets']),
     );
   });
+
+  it("agrees with the engine's stateAt for every message of both branches", async () => {
+    const { body: graph } = await get(`/api/threads/${scenario.aliceThreadId}`);
+    const messages = graph.messages as GraphMessage[];
+    for (const branch of ['main-v2', 'main']) {
+      // Opening on a branch makes it active: end on main, as the scenario left it.
+      const thread = await openThread(store, {
+        schema: Research,
+        threadId: scenario.aliceThreadId,
+        branch,
+      });
+      for (const m of messages.filter((x) => x.onBranches.includes(branch))) {
+        const { body } = await get(`/api/threads/${scenario.aliceThreadId}/messages/${m.id}/state`);
+        expect(body.state).toEqual(await thread.stateAt(m.id));
+      }
+      await thread.close();
+    }
+    expect((await store.getActiveBranch(scenario.aliceThreadId))?.name).toBe('main');
+  }, 30_000);
 
   it('answers missing things with 404 and bad searches with 400', async () => {
     expect((await get('/api/threads/nope')).status).toBe(404);
