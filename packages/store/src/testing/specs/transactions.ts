@@ -1,4 +1,4 @@
-import { newId } from '@cairn/core';
+import { isCairnError, newId } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
 import { type StoreConformanceOptions, useStore } from '../context.js';
 import { expectCode, makeChain, makeThread, turnOf } from '../helpers.js';
@@ -218,6 +218,67 @@ export function describeTransactions(options: StoreConformanceOptions): void {
       await expect(tx).rejects.toThrow('roll back');
       expect(await outside).toBeNull();
       expect(await store().getThread(id)).toBeNull();
+    });
+
+    it('goes on after a failed call that the function caught, committing the rest', async () => {
+      const s = store();
+      const thread = await makeThread(s);
+      const [root] = await makeChain(s, thread.id, 1);
+      const fresh = newId();
+      const result = await s.transaction(async (tx) => {
+        await tx.updateThread(thread.id, { title: 'inside' });
+        const conflict = await tx
+          .addMessages([
+            { id: root!.id, threadId: thread.id, parentId: null, role: 'user', data: 'dup' },
+          ])
+          .then(
+            () => 'stored',
+            (e) => (isCairnError(e) ? e.code : 'other'),
+          );
+        const missing = await tx
+          .addMessages([{ threadId: thread.id, parentId: newId(), role: 'user', data: 'orphan' }])
+          .then(
+            () => 'stored',
+            (e) => (isCairnError(e) ? e.code : 'other'),
+          );
+        await tx.addMessages([
+          { id: fresh, threadId: thread.id, parentId: root!.id, role: 'user', data: 'after' },
+        ]);
+        return [conflict, missing];
+      });
+      expect(result).toEqual(['CONFLICT', 'NOT_FOUND']);
+      expect((await s.getThread(thread.id))!.title).toBe('inside');
+      expect(await s.getMessage(root!.id)).toEqual(root);
+      expect((await s.getChain(fresh)).map((m) => m.id)).toEqual([root!.id, fresh]);
+    });
+
+    it('makes a write from outside that races a transaction on the same id fail with CONFLICT', async () => {
+      const id = newId();
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let started!: () => void;
+      const written = new Promise<void>((resolve) => {
+        started = resolve;
+      });
+      const tx = store().transaction(async (t) => {
+        await t.createThread({ id, title: 'tx' });
+        started();
+        await gate;
+      });
+      await written;
+      const outside = store()
+        .createThread({ id, title: 'outside' })
+        .then(
+          () => 'stored',
+          (e) => (isCairnError(e) ? e.code : String(e)),
+        );
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      release();
+      await tx;
+      expect(await outside).toBe('CONFLICT');
+      expect((await store().getThread(id))!.title).toBe('tx');
     });
 
     it('leaves the store usable after a failed transaction', async () => {
