@@ -1,3 +1,4 @@
+import { newId } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
 import type { Store, StoreChange } from '../../store.js';
 import { type StoreConformanceOptions, useStore } from '../context.js';
@@ -112,6 +113,30 @@ export function describeNotifications(options: StoreConformanceOptions): void {
       await l.until((c) => c.kind === 'checkpoint', 'the change after the rollback');
       expect(l.heard.filter((c) => c.kind === 'messages')).toEqual([]);
       l.stop();
+    });
+
+    it('hears a thread being created when it subscribed first', async () => {
+      const s = store();
+      const id = newId();
+      const l = listen(s, id);
+      await s.createThread({ id });
+      await l.until((c) => c.kind === 'thread' && c.threadId === id, 'createThread');
+      l.stop();
+    });
+
+    it('tells each thread of a batch that spans two', async () => {
+      const a = await setup();
+      const b = await setup();
+      const la = listen(a.s, a.thread.id);
+      const lb = listen(b.s, b.thread.id);
+      await a.s.addMessages([
+        { threadId: a.thread.id, parentId: a.chain[2]!.id, role: 'user', data: 'a' },
+        { threadId: b.thread.id, parentId: b.chain[2]!.id, role: 'user', data: 'b' },
+      ]);
+      await la.until((c) => c.kind === 'messages', 'the first thread');
+      await lb.until((c) => c.kind === 'messages', 'the second thread');
+      la.stop();
+      lb.stop();
     });
 
     it('hears only its own thread', async () => {
