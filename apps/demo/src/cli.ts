@@ -2,7 +2,7 @@
 import { isCairnError } from '@cairn/core';
 import { type DemoOptions, parseDemoArgs, USAGE } from './args.js';
 import { chatClientFromEnv } from './chat-client.js';
-import { startInspector } from './inspector/server.js';
+import { startInspector, startInspectorProbe } from './inspector/server.js';
 import { openDemoStore, redactUrl } from './open-store.js';
 import { createDemoMemory, runScenario } from './scenario.js';
 import { Terminal } from './terminal.js';
@@ -51,6 +51,8 @@ function describeDb(options: DemoOptions): string {
 }
 
 async function serve(options: DemoOptions, term: Terminal): Promise<void> {
+  // A port in use must fail before --fresh deletes anything.
+  await assertPortFree(options.port);
   const store = await openDemoStore(options);
   let closing = false;
   try {
@@ -83,6 +85,12 @@ async function serve(options: DemoOptions, term: Terminal): Promise<void> {
   } finally {
     await store.close();
   }
+}
+
+async function assertPortFree(port: number): Promise<void> {
+  if (port === 0) return;
+  const probe = await startInspectorProbe(port);
+  await probe.close();
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {

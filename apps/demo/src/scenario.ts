@@ -110,8 +110,8 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       memory,
       user: 'alice',
       question: options.question,
+      created,
     });
-    created.push(alice.thread.id);
     term.heading(`Alice's conversation · thread ${alice.thread.id}`);
     const run = await alice.startRun();
     try {
@@ -149,8 +149,8 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       memory,
       user: 'bob',
       question: BOB_QUESTION,
+      created,
     });
-    created.push(bob.thread.id);
     term.heading(`Bob's conversation · thread ${bob.thread.id}`);
     const bobRun = await bob.startRun();
     try {
@@ -261,6 +261,8 @@ interface SessionOptions extends ScenarioOptions {
   corpus: CorpusDocument[];
   memory: AgentMemory;
   user: string;
+  /** Gets the new thread's id first thing, so a failure later can delete it. */
+  created: string[];
 }
 
 interface LiteratureResult {
@@ -331,6 +333,7 @@ class ResearchSession {
       resourceId: options.user,
       title: titleFor(options.question),
     });
+    options.created.push(thread.id);
     await thread.update({ objective: options.question, title: titleFor(options.question) });
     return new ResearchSession(options, thread);
   }

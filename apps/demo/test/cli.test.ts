@@ -96,14 +96,21 @@ describe('bad input: one clear line, exit 1, nothing written', () => {
     );
   });
 
-  it('a port in use', async () => {
+  it('a port in use, checked before --fresh deletes anything', async () => {
     const db = join(dir, 'port.db');
     expectOneLineError(
       await runCli(['serve', '--db', db, '--port', String(busyPort)]),
       new RegExp(`^cairn-demo: port ${busyPort} on 127.0.0.1 is in use`),
     );
-    expect(await threadCount(db)).toBe(0);
-  });
+    expect(existsSync(db)).toBe(false);
+    const kept = join(dir, 'kept.db');
+    expect((await runCli(['--db', kept])).code).toBe(0);
+    expectOneLineError(
+      await runCli(['serve', '--fresh', '--db', kept, '--port', String(busyPort)]),
+      /is in use/,
+    );
+    expect(await threadCount(kept)).toBe(2);
+  }, 60_000);
 
   it('a corrupt .cairn file, which is left as it was', async () => {
     const db = join(dir, 'corrupt.db');

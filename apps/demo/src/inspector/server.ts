@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { type Branch, CairnError, isCairnError, type JsonValue, type Message } from '@cairn/core';
@@ -45,30 +45,45 @@ const PAGE_HTML = readFileSync(new URL('../../static/inspector.html', import.met
  * ```
  */
 export async function startInspector(options: InspectorOptions): Promise<Inspector> {
-  const host = options.host ?? '127.0.0.1';
   const api = new InspectorApi(options.store, options.memory);
-  const server = createServer((req, res) => {
-    api.handle(req, res).catch((error: unknown) => sendError(res, error));
-  });
+  return listen(
+    createServer((req, res) => {
+      api.handle(req, res).catch((error: unknown) => sendError(res, error));
+    }),
+    options.port ?? 4319,
+    options.host ?? '127.0.0.1',
+  );
+}
+
+/** Binds the port and lets it go again: tells whether the inspector could start there. */
+export async function startInspectorProbe(port: number, host = '127.0.0.1'): Promise<Inspector> {
+  return listen(
+    createServer((_req, res) => res.end()),
+    port,
+    host,
+  );
+}
+
+async function listen(server: Server, wanted: number, host: string): Promise<Inspector> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) => {
       if (error.code === 'EADDRINUSE') {
         reject(
           new CairnError(
             'INVALID_ARGUMENT',
-            `port ${options.port ?? 4319} on ${host} is in use: stop what runs there or pass --port <another>`,
+            `port ${wanted} on ${host} is in use: stop what runs there or pass --port <another>`,
           ),
         );
       } else if (error.code === 'EACCES') {
         reject(
           new CairnError(
             'INVALID_ARGUMENT',
-            `no permission to listen on port ${options.port}: pick one above 1024 with --port`,
+            `no permission to listen on port ${wanted}: pick one above 1024 with --port`,
           ),
         );
       } else reject(error);
     });
-    server.listen(options.port ?? 4319, host, () => resolve());
+    server.listen(wanted, host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
   return {
