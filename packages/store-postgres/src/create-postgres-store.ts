@@ -170,8 +170,8 @@ export async function createPostgresStore(
     indexedWidth: null,
     migrate: async () => {
       const support = await migrate(db, schema, vectorMode === 'auto');
-      core.vector = support;
-      if (support) {
+      core.vector = vectorMode === 'auto' ? support : null;
+      if (core.vector) {
         const space = await db.query<{ dimensions: number }>(
           `SELECT dimensions FROM ${s}.embedding_space`,
         );

@@ -1178,25 +1178,14 @@ export class PostgresStore implements Store {
    * the exact scan, which settles it.
    */
   async #searchHnsw(q: Queryable, s: CheckedSearch, dims: number): Promise<MemoryHit[] | null> {
-    const core = this.#core;
-    const v = core.vector!.schema;
-    const k = s.limit + RESCORE_SLACK;
-    const params: unknown[] = [vectorLiteral(s.vector!), k];
-    const where = memoryWhere(s.filter, params);
+    const sql = hnswSearchSql(this.#core.s, this.#core.vector!.schema, dims, s);
     const rows = await q.transaction(async (tq) => {
       await tq.query(
         `SELECT set_config('hnsw.ef_search', $1, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),
                 set_config('hnsw.max_scan_tuples', '50000', true)`,
-        [String(Math.min(1000, Math.max(64, k * 2)))],
+        [String(sql.efSearch)],
       );
-      const r = await tq.query(
-        `SELECT ${MEMORY_COLUMNS} FROM ${core.s}.memories
-         WHERE embedding IS NOT NULL AND ${where}
-         ORDER BY (embedding::${v}.vector(${dims})) OPERATOR(${v}.<=>) ($1::text::${v}.vector(${dims}))
-         LIMIT $2`,
-        params,
-      );
-      return r.rows;
+      return (await tq.query(sql.text, sql.params)).rows;
     });
     if (rows.length < s.limit) return null;
     return this.#rescore(rows, s);
@@ -1352,6 +1341,30 @@ export class PostgresStore implements Store {
   #all<T>(sql: string, params: unknown[], map: (r: Row) => T): Promise<T[]> {
     return this.#read(async (q) => (await q.query(sql, params)).rows.map(map));
   }
+}
+
+/**
+ * The HNSW candidate query: the admitted rows nearest by the index's own expression
+ * (so the planner can use the index), `limit` plus some slack for exact rescoring.
+ * Exported for the tests, which check that the planner really uses the index.
+ */
+export function hnswSearchSql(
+  s: string,
+  v: string,
+  dims: number,
+  search: CheckedSearch,
+): { text: string; params: unknown[]; efSearch: number } {
+  const k = search.limit + RESCORE_SLACK;
+  const params: unknown[] = [vectorLiteral(search.vector!), k];
+  const where = memoryWhere(search.filter, params);
+  return {
+    text: `SELECT ${MEMORY_COLUMNS} FROM ${s}.memories
+         WHERE embedding IS NOT NULL AND ${where}
+         ORDER BY (embedding::${v}.vector(${dims})) OPERATOR(${v}.<=>) ($1::text::${v}.vector(${dims}))
+         LIMIT $2`,
+    params,
+    efSearch: Math.min(1000, Math.max(64, k * 2)),
+  };
 }
 
 /**
