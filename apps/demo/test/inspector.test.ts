@@ -233,6 +233,15 @@ describe.skipIf(!hasChromium && !requireChromium)('the inspector page in headles
     expect((await store.getActiveBranch(scenario.aliceThreadId))?.name).toBe('main-v2');
     expect(await page.textContent('#graph')).toContain('HEAD main-v2 ★ active');
 
+    // The page is live: a thread written elsewhere shows up without a reload.
+    const carol = await openThread(store, {
+      schema: Research,
+      resourceId: 'carol',
+      title: 'A thread written while the page is open',
+    });
+    await page.waitForSelector(`#threads li[data-thread-id="${carol.id}"]`, { timeout: 10_000 });
+    await carol.close();
+
     expect(errors).toEqual([]);
     expect(outside).toEqual([]);
     await page.close();
