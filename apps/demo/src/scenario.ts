@@ -1,10 +1,9 @@
-import { type Composer, createComposer, type Provider } from '@cairn/compose';
+import { type Composer, createComposer } from '@cairn/compose';
 import { type Checkpoint, isCairnError, type Message, type Viewer } from '@cairn/core';
 import {
   type AgentMemory,
   createMemory,
   hashingEmbedder,
-  type MemoriesProvider,
   memoriesProvider,
   type RecallHit,
 } from '@cairn/memory';
@@ -312,15 +311,13 @@ class ResearchSession {
           }),
           position: 20,
         },
-        adaptMemories(
-          memoriesProvider(options.memory, {
-            limit: 4,
-            position: 30,
-            viewerFrom: () => viewer,
-            queryFrom: () => thread.state.currentObjective ?? options.question,
-            heading: 'Relevant memories',
-          }),
-        ),
+        memoriesProvider(options.memory, {
+          limit: 4,
+          position: 30,
+          viewerFrom: () => viewer,
+          queryFrom: () => thread.state.currentObjective ?? options.question,
+          heading: 'Relevant memories',
+        }),
       ],
       cache: { max: 200 },
       timeoutMs: 3000,
@@ -693,10 +690,6 @@ class ResearchSession {
  * @cairn/memory types its provider's context with an index signature that compose's
  * context type lacks; the call is the same, so this only restates the type.
  */
-function adaptMemories(provider: MemoriesProvider): Provider {
-  return { ...provider, get: (ctx) => provider.get({ ...ctx }) };
-}
-
 function summarizeVia(hits: readonly SearchHit[]): string {
   let both = 0;
   let vector = 0;
