@@ -5,7 +5,7 @@ import pg from 'pg';
 import { ChangeListener } from './change-listener.js';
 import { Gate } from './gate.js';
 import { ident, migrate } from './migrations.js';
-import { ensureVectorIndex, PostgresStore, type StoreCore } from './postgres-store.js';
+import { PostgresStore, type StoreCore } from './postgres-store.js';
 import {
   isPGlite,
   type PGliteLike,
@@ -171,13 +171,7 @@ export async function createPostgresStore(
     migrate: async () => {
       const support = await migrate(db, schema, vectorMode === 'auto');
       core.vector = vectorMode === 'auto' ? support : null;
-      if (core.vector) {
-        const space = await db.query<{ dimensions: number }>(
-          `SELECT dimensions FROM ${s}.embedding_space`,
-        );
-        const dims = space.rows[0]?.dimensions;
-        if (dims !== undefined) await db.transaction((q) => ensureVectorIndex(core, q, dims));
-      }
+      core.indexedWidth = null;
     },
     close: async () => {
       if (core.closed) return;

@@ -961,18 +961,13 @@ export class PostgresStore implements Store {
     return row ? { embedderId: row.embedder_id, dimensions: row.dimensions } : null;
   }
 
-  /**
-   * Fixes the space on first use (a concurrent writer may win: then theirs stands) and
-   * makes sure the HNSW index for its width exists. Returns the recorded space.
-   */
+  /** Fixes the space on first use (a concurrent writer may win: then theirs stands). */
   async #fixSpace(q: Queryable, space: EmbeddingSpace): Promise<EmbeddingSpace> {
     await q.query(
       `INSERT INTO ${this.#core.s}.embedding_space (one, embedder_id, dimensions) VALUES (true, $1, $2) ON CONFLICT (one) DO NOTHING`,
       [space.embedderId, space.dimensions],
     );
-    const recorded = (await this.#space(q, true))!;
-    await ensureVectorIndex(this.#core, q, recorded.dimensions);
-    return recorded;
+    return (await this.#space(q, true))!;
   }
 
   async addMemories(batch: NewMemory[]): Promise<Memory[]> {
@@ -1128,6 +1123,9 @@ export class PostgresStore implements Store {
       checkVectorWidth(space, s.vector!, 'query vector');
       if (!space) return [];
       if (this.#core.vector) {
+        // The index is built by the first search, in bulk over what is stored (much
+        // faster than growing it row by row during a bulk load), then kept up to date.
+        await ensureVectorIndex(this.#core, q, space.dimensions);
         const hits = await this.#searchHnsw(q, s, space.dimensions);
         if (hits) return hits;
       }
