@@ -15,7 +15,7 @@ export {
   threadStateProvider,
 } from './providers.js';
 export { type RunRecord, type RunResult, runKey, ThreadRun } from './run.js';
-export type { SnapshotPolicy } from './state-log.js';
+export { type SnapshotPolicy, stateAsOf } from './state-log.js';
 export {
   CairnThread,
   type MessageInput,

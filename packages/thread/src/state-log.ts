@@ -1,9 +1,13 @@
 import {
   applyUpdate,
+  type Branch,
+  CairnError,
   type JsonObject,
+  type Message,
   type StateCommit,
   type StateOf,
   type StateSchema,
+  type ThreadStateOf,
   type UpdateOf,
 } from '@cairn/core';
 import type { Store } from '@cairn/store';
@@ -123,4 +127,64 @@ export function wantsSnapshot(
   if (loaded.commitsSinceSnapshot + 1 >= p.maxCommits) return true;
   const bytes = loaded.bytesSinceSnapshot + updateBytes;
   return bytes >= p.minBytes && bytes > loaded.snapshotBytes * p.bytesRatio;
+}
+
+/** Whether `m` is on the chain that ends at `headId` (the head itself included). */
+export async function isOnChain(store: Store, headId: string | null, m: Message): Promise<boolean> {
+  if (headId === null) return false;
+  if (headId === m.id) return true;
+  const [at] = await store.getChain(headId, { limit: 1, beforeDepth: m.depth + 1 });
+  return at?.id === m.id;
+}
+
+/**
+ * The state at `depth` on `branch`'s lineage: the branch's last commit at or before that
+ * depth or, before its fork, its parent branch's (and so on); the initial state when no
+ * branch of the lineage has one.
+ */
+export async function readLineageState<S extends StateSchema<any>>(
+  store: Store,
+  schema: S,
+  branch: Branch,
+  depth: number,
+): Promise<LoadedState> {
+  const initial = schema.initial('thread') as JsonObject;
+  let b: Branch | null = branch;
+  for (let hops = 0; b && hops < 10_000; hops++) {
+    const loaded = await readBranchState(store, schema, b.id, initial, depth);
+    if (loaded) return loaded;
+    b = b.parentBranchId ? await store.getBranchById(b.parentBranchId) : null;
+  }
+  return initialLoaded(initial);
+}
+
+/**
+ * The thread state as of a message on a branch's lineage, read from the commit log
+ * without opening a thread or switching its active branch — for inspectors and tools.
+ * `NOT_FOUND` when the branch or message does not exist or the message is not on the
+ * branch's chain.
+ *
+ * @example
+ * ```ts
+ * const state = await stateAsOf(store, Research, { branchId: branch.id, messageId });
+ * ```
+ */
+export async function stateAsOf<S extends StateSchema<any>>(
+  store: Store,
+  schema: S,
+  at: { branchId: string; messageId: string },
+): Promise<ThreadStateOf<S>> {
+  const [branch, message] = await Promise.all([
+    store.getBranchById(at.branchId),
+    store.getMessage(at.messageId),
+  ]);
+  if (!branch) throw new CairnError('NOT_FOUND', `branch ${JSON.stringify(at.branchId)} not found`);
+  if (!message || !(await isOnChain(store, branch.headMessageId, message))) {
+    throw new CairnError(
+      'NOT_FOUND',
+      `message ${JSON.stringify(at.messageId)} is not on branch ${JSON.stringify(branch.name)}`,
+      { details: { messageId: at.messageId, branch: branch.name } },
+    );
+  }
+  return (await readLineageState(store, schema, branch, message.depth)).state as ThreadStateOf<S>;
 }

@@ -23,10 +23,12 @@ import type { ThreadEvent, ThreadListener } from './events.js';
 import { acquireRunLease, type RunRecord, runKey, runRecord, type ThreadRun } from './run.js';
 import {
   initialLoaded,
+  isOnChain,
   jsonSize,
   type LoadedState,
   type ResolvedSnapshotPolicy,
   readBranchState,
+  readLineageState,
   replay,
   resolveSnapshotPolicy,
   type SnapshotPolicy,
@@ -810,25 +812,16 @@ export class CairnThread<S extends StateSchema<any>> {
   }
 
   /** Whether `m` is on the chain ending at `headId`. */
-  async #onChain(headId: string | null, m: Message): Promise<boolean> {
-    if (headId === null) return false;
-    if (headId === m.id) return true;
-    const [at] = await this.#store.getChain(headId, { limit: 1, beforeDepth: m.depth + 1 });
-    return at?.id === m.id;
+  #onChain(headId: string | null, m: Message): Promise<boolean> {
+    return isOnChain(this.#store, headId, m);
   }
 
   /**
    * The state at depth `depth` of `branch`'s lineage: the branch's last commit at or
    * before that depth, or, before its fork, its parent branch's (and so on).
    */
-  async #stateOnLineage(branch: Branch, depth: number): Promise<LoadedState> {
-    let b: Branch | null = branch;
-    for (let hops = 0; b && hops < 10_000; hops++) {
-      const loaded = await readBranchState(this.#store, this.#schema, b.id, this.#initial(), depth);
-      if (loaded) return loaded;
-      b = b.parentBranchId ? await this.#store.getBranchById(b.parentBranchId) : null;
-    }
-    return initialLoaded(this.#initial());
+  #stateOnLineage(branch: Branch, depth: number): Promise<LoadedState> {
+    return readLineageState(this.#store, this.#schema, branch, depth);
   }
 
   /** The state as of `m`, wherever it is: on the active lineage, or on another branch's. */

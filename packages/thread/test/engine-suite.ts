@@ -1,7 +1,7 @@
 import { isCairnError, type Message } from '@cairn/core';
 import type { Store } from '@cairn/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CairnThread, openThread, type ThreadEvent } from '../src/index.js';
+import { type CairnThread, openThread, stateAsOf, type ThreadEvent } from '../src/index.js';
 import { Research } from './schema.js';
 
 export interface EngineStore {
@@ -504,6 +504,30 @@ export function describeThreadEngine(s: EngineStore): void {
         await t.rewind(m1!.id);
         expect(t.branchName).toBe('main-v2-v2');
         expect(t.state.keyInsights).toEqual(['a']);
+      });
+
+      it('stateAsOf reads any branch lineage without opening or switching it', async () => {
+        const t = await open();
+        const [m0] = await say(t, 'm0');
+        await t.update({ keyInsights: ['a'] });
+        const [m1] = await say(t, 'm1');
+        await t.update({ keyInsights: ['b'] });
+        const [m2] = await say(t, 'm2');
+        const main = t.branchId;
+        await t.rewind(m1!.id);
+        await t.update({ keyInsights: ['z'] });
+        const [m3] = await say(t, 'm3');
+        const v2 = t.branchId;
+        const at = (branchId: string, messageId: string) =>
+          stateAsOf(store, Research, { branchId, messageId });
+        expect(await at(main, m2!.id)).toMatchObject({ keyInsights: ['a', 'b'] });
+        expect(await at(v2, m3!.id)).toMatchObject({ keyInsights: ['a', 'b', 'z'] });
+        // before main-v2's fork it reads main's commits
+        expect(await at(v2, m0!.id)).toMatchObject({ keyInsights: ['a'] });
+        expect(await code(at(v2, m2!.id))).toBe('NOT_FOUND');
+        expect(await code(at('nope', m1!.id))).toBe('NOT_FOUND');
+        // reading did not switch the active branch
+        expect((await store.getActiveBranch(t.id))?.id).toBe(v2);
       });
 
       it('rewinding to a message on another branch forks the state as of it there', async () => {

@@ -2,14 +2,21 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import { type Branch, CairnError, isCairnError, type JsonValue, type Message } from '@cairn/core';
+import {
+  type Branch,
+  CairnError,
+  isCairnError,
+  type JsonObject,
+  type JsonValue,
+  type Message,
+} from '@cairn/core';
 import type { AgentMemory, RecallMode } from '@cairn/memory';
 import type { Store } from '@cairn/store';
-import { openThread, runKey } from '@cairn/thread';
+import { openThread, runKey, stateAsOf } from '@cairn/thread';
 import { Research } from '../research-state.js';
 import { viewerFor } from '../scenario.js';
 import { clip } from '../text.js';
-import { branchOf, diffStates, stateOnLineage } from './state-view.js';
+import { branchOf, diffStates } from './state-view.js';
 
 export interface InspectorOptions {
   store: Store;
@@ -259,13 +266,16 @@ class InspectorApi {
     const message = messages.get(messageId);
     if (!message)
       throw new CairnError('NOT_FOUND', `thread ${threadId} has no message ${messageId}`);
-    const byId = new Map(branches.map((b) => [b.id, b]));
     const branch = branchOf(message, branches, chains);
-    const state = await stateOnLineage(this.#store, byId, branch, message.depth);
+    const stateOf = async (id: string): Promise<JsonObject> => {
+      const state = await stateAsOf(this.#store, Research, { branchId: branch.id, messageId: id });
+      return state as unknown as JsonObject;
+    };
+    const state = await stateOf(message.id);
     const parentState =
       message.parentId === null
-        ? (Research.initial('thread') as unknown as Record<string, JsonValue>)
-        : await stateOnLineage(this.#store, byId, branch, message.depth - 1);
+        ? (Research.initial('thread') as unknown as JsonObject)
+        : await stateOf(message.parentId);
     return {
       message: {
         id: message.id,
