@@ -332,22 +332,30 @@ export class PostgresStore implements Store {
         else messages.set(row.id, { threadId: row.thread_id, depth: row.depth! });
       }
       const planned = planMessageBatch(drafts, { threadIds, messages });
+      // One statement, atomic on its own: the lookup above needs no transaction, since
+      // messages are immutable and a race (an id taken, the thread deleted) meanwhile
+      // fails this insert on its primary or foreign key and stores nothing.
+      const params: unknown[] = [
+        planned.map((m) => m.id),
+        planned.map((m) => m.threadId),
+        planned.map((m) => m.parentId),
+        planned.map((m) => m.role),
+        planned.map((m) => m.type),
+        planned.map((m) => JSON.stringify(m.data)),
+        planned.map((m) => m.createdAt),
+        planned.map((m) => m.depth),
+      ];
+      const notify = this.#notifyColumn(params, 'messages', 't.thread_id', null);
       try {
         await q.query(
-          `INSERT INTO ${s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth)
-           SELECT id, thread_id, parent_id, role, type, data::jsonb, created_at, depth
-           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::int[])
-             AS u(id, thread_id, parent_id, role, type, data, created_at, depth)`,
-          [
-            planned.map((m) => m.id),
-            planned.map((m) => m.threadId),
-            planned.map((m) => m.parentId),
-            planned.map((m) => m.role),
-            planned.map((m) => m.type),
-            planned.map((m) => JSON.stringify(m.data)),
-            planned.map((m) => m.createdAt),
-            planned.map((m) => m.depth),
-          ],
+          `WITH ins AS (
+             INSERT INTO ${s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth)
+             SELECT id, thread_id, parent_id, role, type, data::jsonb, created_at, depth
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::int[])
+               AS u(id, thread_id, parent_id, role, type, data, created_at, depth)
+             RETURNING thread_id)
+           SELECT t.thread_id${notify} FROM (SELECT DISTINCT thread_id FROM ins) t`,
+          params,
         );
       } catch (e) {
         // Another writer got there between the lookup and the insert.
@@ -358,9 +366,9 @@ export class PostgresStore implements Store {
         throw e;
       }
       for (const threadId of new Set(planned.map((m) => m.threadId)))
-        touch({ threadId, kind: 'messages' });
+        touch({ threadId, kind: 'messages' }, true);
       return planned;
-    });
+    }, true);
   }
 
   async getMessage(id: string): Promise<Message | null> {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { AsyncLock } from '@cairn/store';
 
 export type Row = Record<string, unknown>;
@@ -20,8 +21,18 @@ export interface Queryable {
 }
 
 /** The parts of a node-postgres `Pool` the store uses. */
+/** A node-postgres query config: a named statement is prepared once per connection. */
+export interface PgQueryConfig {
+  name: string;
+  text: string;
+  values: unknown[];
+}
+
+type PgResult = Promise<{ rows: unknown[]; rowCount: number | null }>;
+
 export interface PgPoolLike {
-  query(text: string, values?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }>;
+  query(text: string, values?: unknown[]): PgResult;
+  query(config: PgQueryConfig): PgResult;
   connect(): Promise<PgClientLike & { release(err?: Error | boolean): void }>;
   end(): Promise<void>;
   readonly options?: object;
@@ -29,7 +40,8 @@ export interface PgPoolLike {
 
 /** The parts of a node-postgres `Client` (or `PoolClient`) the store uses. */
 export interface PgClientLike {
-  query(text: string, values?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }>;
+  query(text: string, values?: unknown[]): PgResult;
+  query(config: PgQueryConfig): PgResult;
   on(
     event: 'notification',
     listener: (msg: { channel: string; payload?: string }) => void,
@@ -72,10 +84,25 @@ type Session = {
   exec(text: string): Promise<void>;
 };
 
+const statementNames = new Map<string, string>();
+
+/**
+ * The store's statements are a fixed set of texts: naming them lets each pg connection
+ * parse and plan a statement once instead of on every call.
+ */
+function named(text: string, values: unknown[]): PgQueryConfig {
+  let name = statementNames.get(text);
+  if (!name) {
+    name = `cairn_${createHash('sha1').update(text).digest('hex').slice(0, 32)}`;
+    if (statementNames.size < 10_000) statementNames.set(text, name);
+  }
+  return { name, text, values };
+}
+
 function pgSession(client: PgClientLike): Session {
   return {
     async query(text, params) {
-      const r = await client.query(text, params);
+      const r = await (params ? client.query(named(text, params)) : client.query(text));
       return { rows: r.rows as Row[], rowCount: r.rowCount ?? 0 };
     },
     async exec(text) {
@@ -152,7 +179,7 @@ async function runTransaction<T>(session: Session, fn: (q: Queryable) => Promise
 export function poolQueryable(pool: PgPoolLike): Queryable {
   return {
     async query<R>(text: string, params?: unknown[]) {
-      const r = await pool.query(text, params);
+      const r = await (params ? pool.query(named(text, params)) : pool.query(text));
       return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
     },
     async exec(text) {
