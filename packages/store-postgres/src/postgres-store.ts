@@ -320,9 +320,13 @@ export class PostgresStore implements Store {
         thread_id: string;
         depth: number | null;
       }>(
-        `SELECT 't' AS kind, id, id AS thread_id, NULL::integer AS depth FROM ${s}.threads WHERE id = ANY($1::text[])
+        // Joins on unnest (one index probe per id) rather than `id = ANY(...)`, which
+        // a plan made while the table was small turns into a scan of every row.
+        `SELECT 't' AS kind, t.id, t.id AS thread_id, NULL::integer AS depth
+         FROM unnest($1::text[]) AS k(id) JOIN ${s}.threads t ON t.id = k.id
          UNION ALL
-         SELECT 'm', id, thread_id, depth FROM ${s}.messages WHERE id = ANY($2::text[])`,
+         SELECT 'm', m.id, m.thread_id, m.depth
+         FROM unnest($2::text[]) AS k(id) JOIN ${s}.messages m ON m.id = k.id`,
         [lookups.threadIds, lookups.messageIds],
       );
       const threadIds = new Set<string>();
@@ -1085,9 +1089,10 @@ export class PostgresStore implements Store {
       return 0;
     }
     return this.#write(async ({ q }) => {
-      const r = await q.query(`DELETE FROM ${this.#core.s}.memories WHERE id = ANY($1::text[])`, [
-        ids,
-      ]);
+      const r = await q.query(
+        `DELETE FROM ${this.#core.s}.memories m USING unnest($1::text[]) AS k(id) WHERE m.id = k.id`,
+        [ids],
+      );
       return r.rowCount;
     }, true);
   }
@@ -1255,7 +1260,7 @@ export class PostgresStore implements Store {
     }
     return this.#read(async (q) => {
       const r = await q.query<{ content_hash: string; embedding: number[] }>(
-        `SELECT content_hash, embedding FROM ${this.#core.s}.embedding_cache WHERE embedder_id = $1 AND content_hash = ANY($2::text[])`,
+        `SELECT c.content_hash, c.embedding FROM unnest($2::text[]) AS k(h) JOIN ${this.#core.s}.embedding_cache c ON c.embedder_id = $1 AND c.content_hash = k.h`,
         [embedderId, contentHashes],
       );
       const byHash = new Map(r.rows.map((row) => [row.content_hash, row.embedding]));
