@@ -9,6 +9,7 @@ export type {
   ThreadListener,
 } from './events.js';
 export {
+  messageText,
   recentMessagesProvider,
   type ThreadProvider,
   type ThreadProviderResult,

@@ -19,7 +19,16 @@ export interface ThreadProvider {
   get(ctx?: { signal?: AbortSignal }): Promise<ThreadProviderResult>;
 }
 
-function messageText(data: JsonValue): string {
+/**
+ * The text of a message's data: the data itself when it is a string, its `text` when
+ * that is a string, else the data as JSON.
+ *
+ * @example
+ * ```ts
+ * messageText({ text: 'hello', lang: 'en' }); // 'hello'
+ * ```
+ */
+export function messageText(data: JsonValue): string {
   if (typeof data === 'string') return data;
   if (
     typeof data === 'object' &&

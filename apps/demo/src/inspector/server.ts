@@ -2,17 +2,10 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import {
-  type Branch,
-  CairnError,
-  isCairnError,
-  type JsonObject,
-  type JsonValue,
-  type Message,
-} from '@cairn/core';
+import { type Branch, CairnError, isCairnError, type JsonObject, type Message } from '@cairn/core';
 import type { AgentMemory, RecallMode } from '@cairn/memory';
 import type { Store } from '@cairn/store';
-import { openThread, runKey, stateAsOf } from '@cairn/thread';
+import { messageText, openThread, runKey, stateAsOf } from '@cairn/thread';
 import { Research } from '../research-state.js';
 import { viewerFor } from '../scenario.js';
 import { clip } from '../text.js';
@@ -126,18 +119,6 @@ function sendError(res: ServerResponse, error: unknown): void {
   }
 }
 
-function textOf(data: JsonValue): string {
-  if (typeof data === 'string') return data;
-  if (
-    typeof data === 'object' &&
-    data !== null &&
-    !Array.isArray(data) &&
-    typeof data.text === 'string'
-  )
-    return data.text;
-  return JSON.stringify(data);
-}
-
 /** A thread's whole message graph: the union of its branches' chains. */
 interface Graph {
   branches: Branch[];
@@ -232,7 +213,7 @@ class InspectorApi {
         type: m.type,
         depth: m.depth,
         createdAt: m.createdAt,
-        text: clip(textOf(m.data), 400),
+        text: clip(messageText(m.data), 400),
         branch: branchOf(m, branches, chains).name,
         onBranches: branches.filter((b) => chains.get(b.id)?.has(m.id)).map((b) => b.name),
         checkpoints: checkpoints.filter((c) => c.messageId === m.id).map((c) => c.name),
