@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@cairn/core';
-import type { MemoryHit, Store } from '@cairn/store';
+import { type MemoryHit, normalizeNewMessages, planMessageBatch, type Store } from '@cairn/store';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import Database from 'better-sqlite3';
 import {
@@ -174,6 +174,64 @@ const suite: Suite = {
             target: { maxRatio: 2, label: '>= 0.5x the rate (time <= 2x)' },
           }),
         );
+      }
+
+      // Where the append time goes, against the same baseline (no targets: a breakdown).
+      log('breaking the batch append down');
+      {
+        const costs: Comparison[] = [];
+        let rawRows: Row[] = [];
+        let batched: Row[] = [];
+        const baseline = {
+          name: 'raw INSERTs, one transaction, bare table',
+          before: () => {
+            rawRows = chainRows(newId(), 10_000);
+          },
+          run: () => raw.transaction(insertAll)(rawRows),
+        };
+        costs.push(
+          await compare({
+            name: '- of which: the same raw INSERTs in transactions of 100 (commits, WAL checkpoints)',
+            baseline,
+            subject: {
+              name: 'raw INSERTs, 100 transactions',
+              before: () => {
+                batched = chainRows(newId(), 10_000);
+              },
+              run: () => {
+                for (let i = 0; i < batched.length; i += 100)
+                  raw.transaction(insertAll)(batched.slice(i, i + 100));
+              },
+            },
+            warmup: 2,
+            runs: 9,
+          }),
+        );
+        costs.push(
+          await compare({
+            name: "- of which: @cairn/store's shared checks alone (normalizeNewMessages + planMessageBatch)",
+            baseline,
+            subject: {
+              name: 'checks, 100 batches, no SQL',
+              before: () => {
+                batched = chainRows('t', 10_000);
+              },
+              run: () => {
+                for (let i = 0; i < batched.length; i += 100) {
+                  const drafts = normalizeNewMessages(batched.slice(i, i + 100), Date.now());
+                  const prev = batched[i - 1];
+                  planMessageBatch(drafts, {
+                    threadIds: new Set(['t']),
+                    messages: new Map(prev ? [[prev.id, { threadId: 't', depth: i - 1 }]] : []),
+                  });
+                }
+              },
+            },
+            warmup: 2,
+            runs: 9,
+          }),
+        );
+        rows.push(...costs);
       }
 
       // 2. One message per transaction vs raw autocommit inserts.
@@ -416,7 +474,11 @@ const suite: Suite = {
 Both sides use a file in WAL mode with \`synchronous = NORMAL\`. Appends: the baseline
 inserts the same rows into a bare table (text primary key, no other index, no checks);
 \`addMessages\` also validates every message (JSON, ids, roles), looks up the thread and the
-parents, computes depths and keeps the thread index. Chain reads: the baseline runs a
+parents, computes depths and keeps the thread index. The two "of which" rows split the
+batch append against the same baseline: committing every 100 rows (with the WAL
+checkpoints the extra page writes bring) is one part; the input checks of \`@cairn/store\`
+that every store runs (no SQL at all) are the other; the rest is the store's own lookups,
+its thread index and its transaction handling. Chain reads: the baseline runs a
 recursive CTE on the store's own file through a second, raw connection. The last-50 read
 walks 50 parent links from the head, so its cost does not depend on the chain's length.
 Vector search is an exact scan with sqlite-vec's \`vec_distance_cosine\` over the rows the
