@@ -13,50 +13,58 @@ export type JsonObject = { [key: string]: JsonValue };
  * Dates, Maps).
  */
 export function findNonJson(value: unknown, path = '$'): { path: string; reason: string } | null {
+  // Hot path (every stored message and state update passes here): no strings are built
+  // unless something is wrong; the path is assembled while unwinding from the bad value.
   const seen = new Set<object>();
-  const visit = (v: unknown, p: string): { path: string; reason: string } | null => {
+  const trail: string[] = [];
+  const visit = (v: unknown): string | null => {
     switch (typeof v) {
       case 'string':
       case 'boolean':
         return null;
       case 'number':
-        return Number.isFinite(v) ? null : { path: p, reason: `${v} is not a JSON number` };
+        return Number.isFinite(v) ? null : `${v} is not a JSON number`;
       case 'undefined':
-        return { path: p, reason: 'undefined is not JSON' };
+        return 'undefined is not JSON';
       case 'bigint':
-        return { path: p, reason: 'BigInt is not JSON' };
+        return 'BigInt is not JSON';
       case 'function':
-        return { path: p, reason: 'a function is not JSON' };
+        return 'a function is not JSON';
       case 'symbol':
-        return { path: p, reason: 'a symbol is not JSON' };
+        return 'a symbol is not JSON';
     }
     if (v === null) return null;
     const obj = v as object;
-    if (seen.has(obj)) return { path: p, reason: 'a cycle is not JSON' };
+    if (seen.has(obj)) return 'a cycle is not JSON';
     seen.add(obj);
-    try {
-      if (Array.isArray(obj)) {
-        for (let i = 0; i < obj.length; i++) {
-          const bad = visit(obj[i], `${p}[${i}]`);
-          if (bad) return bad;
+    if (Array.isArray(obj)) {
+      for (let i = 0; i < obj.length; i++) {
+        const bad = visit(obj[i]);
+        if (bad) {
+          trail.push(`[${i}]`);
+          return bad;
         }
-        return null;
       }
+    } else {
       const proto = Object.getPrototypeOf(obj);
       if (proto !== Object.prototype && proto !== null) {
         const name = (obj as { constructor?: { name?: string } }).constructor?.name ?? 'object';
-        return { path: p, reason: `an instance of ${name} is not plain JSON` };
+        return `an instance of ${name} is not plain JSON`;
       }
-      for (const key of Object.keys(obj)) {
-        const bad = visit((obj as Record<string, unknown>)[key], `${p}.${key}`);
-        if (bad) return bad;
+      for (const key in obj) {
+        if (!Object.hasOwn(obj, key)) continue;
+        const bad = visit((obj as Record<string, unknown>)[key]);
+        if (bad) {
+          trail.push(`.${key}`);
+          return bad;
+        }
       }
-      return null;
-    } finally {
-      seen.delete(obj);
     }
+    seen.delete(obj);
+    return null;
   };
-  return visit(value, path);
+  const reason = visit(value);
+  return reason === null ? null : { path: path + trail.reverse().join(''), reason };
 }
 
 /**

@@ -8,6 +8,7 @@ import {
   type Branch,
   CairnError,
   type Checkpoint,
+  findNonJson,
   type JsonObject,
   type JsonValue,
   type Lease,
@@ -136,29 +137,50 @@ export type MessageDraft = Omit<Message, 'depth'>;
 export function normalizeNewMessages(batch: NewMessage[], now: number): MessageDraft[] {
   if (!Array.isArray(batch)) throw invalid('addMessages expects an array of messages');
   const seen = new Set<string>();
+  // Hot path: labels are built only when a check fails.
+  const ok = (v: unknown): v is string =>
+    typeof v === 'string' && v.length > 0 && v.length <= MAX_NAME_LENGTH;
   return batch.map((m, i) => {
-    const at = `messages[${i}]`;
-    if (typeof m !== 'object' || m === null) throw invalid(`${at} must be an object`);
-    const id = m.id === undefined ? newId() : checkId(m.id, `${at}.id`);
+    const at = () => `messages[${i}]`;
+    if (typeof m !== 'object' || m === null) throw invalid(`${at()} must be an object`);
+    const id = m.id === undefined ? newId() : ok(m.id) ? m.id : checkId(m.id, `${at()}.id`);
     if (seen.has(id)) {
-      throw new CairnError('CONFLICT', `${at}.id ${show(id)} appears twice in the batch`, {
+      throw new CairnError('CONFLICT', `${at()}.id ${show(id)} appears twice in the batch`, {
         details: { id },
       });
     }
     seen.add(id);
-    const parentId = m.parentId === null ? null : checkId(m.parentId, `${at}.parentId`);
+    const parentId =
+      m.parentId === null
+        ? null
+        : ok(m.parentId)
+          ? m.parentId
+          : checkId(m.parentId, `${at()}.parentId`);
     if (parentId === id)
-      throw invalid(`${at}: message ${show(id)} cannot be its own parent`, { id });
-    if (m.data === undefined) throw invalid(`${at}.data is required (any JSON value)`);
-    assertJson(m.data, `${at}.data`);
+      throw invalid(`${at()}: message ${show(id)} cannot be its own parent`, { id });
+    if (m.data === undefined) throw invalid(`${at()}.data is required (any JSON value)`);
+    const bad = findNonJson(m.data);
+    if (bad) throw invalid(`${at()}.data${bad.path.slice(1)}: ${bad.reason}`, { path: bad.path });
+    const role =
+      ok(m.role) && m.role.trim().length > 0 ? m.role : checkName(m.role, `${at()}.role`);
+    const type =
+      m.type == null
+        ? null
+        : typeof m.type === 'string'
+          ? m.type
+          : checkOptionalString(m.type, `${at()}.type`);
+    const createdAt =
+      typeof m.createdAt === 'number' && Number.isFinite(m.createdAt)
+        ? m.createdAt
+        : checkTimestamp(m.createdAt, `${at()}.createdAt`, now);
     return {
       id,
-      threadId: checkId(m.threadId, `${at}.threadId`),
+      threadId: ok(m.threadId) ? m.threadId : checkId(m.threadId, `${at()}.threadId`),
       parentId,
-      role: checkName(m.role, `${at}.role`),
-      type: checkOptionalString(m.type, `${at}.type`),
+      role,
+      type,
       data: m.data as JsonValue,
-      createdAt: checkTimestamp(m.createdAt, `${at}.createdAt`, now),
+      createdAt,
     };
   });
 }
@@ -191,38 +213,46 @@ export function planMessageBatch(
 ): Message[] {
   const inBatch = new Map<string, { threadId: string; depth: number }>();
   return drafts.map((d, i) => {
-    const at = `messages[${i}]`;
+    const at = () => `messages[${i}]`;
     if (!known.threadIds.has(d.threadId)) {
-      throw new CairnError('NOT_FOUND', `${at}: thread ${show(d.threadId)} not found`, {
+      throw new CairnError('NOT_FOUND', `${at()}: thread ${show(d.threadId)} not found`, {
         details: { threadId: d.threadId },
       });
     }
     if (known.messages.has(d.id)) {
       throw new CairnError(
         'CONFLICT',
-        `${at}: message id ${show(d.id)} is already used; messages are immutable`,
-        {
-          details: { id: d.id },
-        },
+        `${at()}: message id ${show(d.id)} is already used; messages are immutable`,
+        { details: { id: d.id } },
       );
     }
     let depth = 0;
     if (d.parentId !== null) {
       const parent = inBatch.get(d.parentId) ?? known.messages.get(d.parentId);
       if (!parent) {
-        throw new CairnError('NOT_FOUND', `${at}: parent message ${show(d.parentId)} not found`, {
+        throw new CairnError('NOT_FOUND', `${at()}: parent message ${show(d.parentId)} not found`, {
           details: { parentId: d.parentId },
         });
       }
       if (parent.threadId !== d.threadId) {
-        throw invalid(`${at}: parent message ${show(d.parentId)} belongs to another thread`, {
+        throw invalid(`${at()}: parent message ${show(d.parentId)} belongs to another thread`, {
           parentId: d.parentId,
         });
       }
       depth = parent.depth + 1;
     }
-    inBatch.set(d.id, { threadId: d.threadId, depth });
-    return { ...d, depth };
+    const message: Message = {
+      id: d.id,
+      threadId: d.threadId,
+      parentId: d.parentId,
+      role: d.role,
+      type: d.type,
+      data: d.data,
+      createdAt: d.createdAt,
+      depth,
+    };
+    inBatch.set(d.id, message);
+    return message;
   });
 }
 
