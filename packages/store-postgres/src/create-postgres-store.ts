@@ -41,6 +41,9 @@ export interface PostgresStoreOptions {
 
 const MAX_IDENTIFIER = 63;
 
+/** The listeners of the open stores on each PGlite instance, by schema. */
+const pgliteEmitters = new WeakMap<object, Map<string, Set<ChangeEmitter>>>();
+
 /**
  * Opens a Cairn store on PostgreSQL (node-postgres) or PGlite, migrating its schema.
  * On a server, `subscribe` also hears other processes' changes (LISTEN/NOTIFY over a
@@ -139,6 +142,18 @@ export async function createPostgresStore(
       ? `cairn:${schema}`
       : `cairn:${createHash('sha256').update(schema).digest('hex').slice(0, 32)}`;
   const emitter = new ChangeEmitter();
+  // On PGlite every store of one instance and schema shares the database, so a change
+  // made through one is told to the listeners of all of them (a server uses NOTIFY).
+  let siblings: Set<ChangeEmitter> | null = null;
+  if (pglite && 'client' in connection) {
+    let bySchema = pgliteEmitters.get(connection.client);
+    if (!bySchema) {
+      bySchema = new Map();
+      pgliteEmitters.set(connection.client, bySchema);
+    }
+    siblings = bySchema.get(schema) ?? new Set();
+    bySchema.set(schema, siblings);
+  }
   let listener: ChangeListener | null = null;
 
   const closeOwned = async () => {
@@ -165,6 +180,10 @@ export async function createPostgresStore(
     channel,
     origin: newId(),
     emitter,
+    broadcast: (change) => {
+      if (!siblings) emitter.emit(change);
+      else for (const e of siblings) e.emit(change);
+    },
     capabilities,
     closed: false,
     indexedWidth: null,
@@ -177,6 +196,7 @@ export async function createPostgresStore(
       if (core.closed) return;
       core.closed = true;
       emitter.clear();
+      siblings?.delete(emitter);
       await core.gate.exclusive(closeOwned);
     },
   };
@@ -217,5 +237,6 @@ export async function createPostgresStore(
     ...capabilities,
     vectorSearch: core.vector ? 'approximate' : 'exact',
   });
+  siblings?.add(emitter);
   return new PostgresStore(core);
 }

@@ -104,7 +104,10 @@ export interface StoreCore {
   /** NOTIFY channel on a server; null on PGlite (notifications stay in the process). */
   channel: string | null;
   origin: string;
+  /** This store's listeners. */
   emitter: ChangeEmitter;
+  /** Tells every store that should hear a change made through this one (in this process). */
+  broadcast: (change: StoreChange) => void;
   capabilities: StoreCapabilities;
   closed: boolean;
   /** The embedding width for which the HNSW index is known to exist. */
@@ -194,7 +197,7 @@ export class PostgresStore implements Store {
       return result;
     }
     const result = await core.gate.shared(() => (single ? run(core.db) : core.db.transaction(run)));
-    for (const c of local) core.emitter.emit(c);
+    for (const c of local) core.broadcast(c);
     return result;
   }
 
@@ -1318,7 +1321,7 @@ export class PostgresStore implements Store {
       this.#guard();
       return core.db.transaction((q) => fn(new PostgresStore(core, { q, pending })));
     });
-    for (const c of pending) core.emitter.emit(c);
+    for (const c of pending) core.broadcast(c);
     return result;
   }
 

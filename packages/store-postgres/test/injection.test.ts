@@ -97,6 +97,19 @@ describe('injected PGlite', () => {
         [t.id],
       );
       expect(r.rows).toEqual([{ title: 'local' }]);
+      // Two stores on one instance and schema hear each other's changes; closing one
+      // leaves the other's listeners alone.
+      const a = await createPostgresStore({ client: db }, { schema: 'app_one' });
+      const b = await createPostgresStore({ client: db }, { schema: 'app_one' });
+      const heard: string[] = [];
+      b.subscribe(t.id, (c) => heard.push(`b:${c.kind}`));
+      a.subscribe(t.id, (c) => heard.push(`a:${c.kind}`));
+      await a.updateThread(t.id, { title: 'renamed' });
+      expect(heard.sort()).toEqual(['a:thread', 'b:thread']);
+      await a.close();
+      await b.updateThread(t.id, { title: 'again' });
+      expect(heard.sort()).toEqual(['a:thread', 'b:thread', 'b:thread']);
+      await b.close();
       // A second application on the same database, in its own schema, sees none of it.
       const second = await createPostgresStore({ client: db }, { schema: 'app_two' });
       expect((await second.listThreads()).items).toEqual([]);
