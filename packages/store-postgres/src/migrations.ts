@@ -135,6 +135,12 @@ CREATE TABLE ${s}.embedding_cache (
 );
 `,
   },
+  {
+    // A message batch locks its threads once instead of checking a key per row; the
+    // thread's deletion removes its messages itself.
+    name: 'messages without a per-row foreign key to threads',
+    sql: (s) => `ALTER TABLE ${s}.messages DROP CONSTRAINT IF EXISTS messages_thread_id_fkey;`,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS.length;

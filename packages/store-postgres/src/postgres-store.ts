@@ -297,10 +297,13 @@ export class PostgresStore implements Store {
     checkId(id, 'thread id');
     return this.#write(async ({ q, touch }) => {
       const s = this.#core.s;
-      // Turns and state commits hang off the thread without a foreign key to it.
-      await q.query(`DELETE FROM ${s}.turns WHERE thread_id = $1`, [id]);
+      // The thread row first: that waits for batches being added to it (they hold a key
+      // share lock on it), whose messages the next statement then sees and deletes.
+      // Messages and turns carry no foreign key to the thread.
       const r = await q.query(`DELETE FROM ${s}.threads WHERE id = $1`, [id]);
       if (r.rowCount === 0) return false;
+      await q.query(`DELETE FROM ${s}.messages WHERE thread_id = $1`, [id]);
+      await q.query(`DELETE FROM ${s}.turns WHERE thread_id = $1`, [id]);
       touch({ threadId: id, kind: 'thread' });
       return true;
     });
@@ -339,9 +342,12 @@ export class PostgresStore implements Store {
         else messages.set(row.id, { threadId: row.thread_id, depth: row.depth! });
       }
       const planned = planMessageBatch(drafts, { threadIds, messages });
-      // One statement, atomic on its own: the lookup above needs no transaction, since
-      // messages are immutable and a race (an id taken, the thread deleted) meanwhile
-      // fails this insert on its primary or foreign key and stores nothing.
+      // One statement, atomic on its own, so the lookup above needs no transaction:
+      // messages are immutable, a message id taken meanwhile fails the primary key, and
+      // the batch's threads are key-share locked here (messages carry no per-row foreign
+      // key, which costs a check per row): a thread deleted meanwhile leaves fewer locked
+      // threads than the batch names, and the insert stores nothing.
+      const threadCount = new Set(planned.map((m) => m.threadId)).size;
       const params: unknown[] = [
         planned.map((m) => m.id),
         planned.map((m) => m.threadId),
@@ -351,26 +357,36 @@ export class PostgresStore implements Store {
         planned.map((m) => JSON.stringify(m.data)),
         planned.map((m) => m.createdAt),
         planned.map((m) => m.depth),
+        threadCount,
       ];
       const notify = this.#notifyColumn(params, 'messages', 't.thread_id', null);
+      let inserted: number;
       try {
-        await q.query(
-          `WITH ins AS (
+        const r = await q.query(
+          `WITH th AS (
+             SELECT id FROM ${s}.threads WHERE id IN (SELECT DISTINCT x FROM unnest($2::text[]) AS x) FOR KEY SHARE),
+           ins AS (
              INSERT INTO ${s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth)
              SELECT id, thread_id, parent_id, role, type, data::jsonb, created_at, depth
              FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::int[])
                AS u(id, thread_id, parent_id, role, type, data, created_at, depth)
+             WHERE (SELECT count(*) FROM th) = $9::int
              RETURNING thread_id)
            SELECT t.thread_id${notify} FROM (SELECT DISTINCT thread_id FROM ins) t`,
           params,
         );
+        inserted = r.rows.length;
       } catch (e) {
-        // Another writer got there between the lookup and the insert.
+        // Another writer took a message id between the lookup and the insert.
         if (pgCode(e) === '23505')
           throw conflict('a message id in the batch is already used; messages are immutable');
-        if (pgCode(e) === '23503')
-          throw new CairnError('NOT_FOUND', 'a thread of the batch was deleted meanwhile');
         throw e;
+      }
+      if (inserted !== threadCount) {
+        throw new CairnError(
+          'NOT_FOUND',
+          'a thread of the batch was deleted meanwhile; nothing was stored',
+        );
       }
       for (const threadId of new Set(planned.map((m) => m.threadId)))
         touch({ threadId, kind: 'messages' }, true);
