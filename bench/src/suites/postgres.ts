@@ -249,13 +249,11 @@ async function pgliteVectors(log: (line: string) => void): Promise<string> {
     let t = performance.now();
     for (let i = 0; i < COUNT; i += 500) {
       await hnsw.addMemories(
-        vectors
-          .slice(i, i + 500)
-          .map((embedding, j) => ({
-            agentId: 'bench',
-            content: { text: `memory ${i + j}` },
-            embedding,
-          })),
+        vectors.slice(i, i + 500).map((embedding, j) => ({
+          agentId: 'bench',
+          content: { text: `memory ${i + j}` },
+          embedding,
+        })),
       );
     }
     const loadS = (performance.now() - t) / 1000;
