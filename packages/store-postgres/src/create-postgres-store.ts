@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { CairnError, newId } from '@cairn/core';
-import { ChangeEmitter, type Store, type StoreCapabilities } from '@cairn/store';
+import { ChangeEmitter, type Store, type StoreCapabilities, type StoreChange } from '@cairn/store';
 import pg from 'pg';
 import { ChangeListener } from './change-listener.js';
 import { Gate } from './gate.js';
@@ -156,7 +156,41 @@ export async function createPostgresStore(
   }
   let listener: ChangeListener | null = null;
 
+  const deliver = (change: StoreChange) => emitter.emit(change);
+  let closing = false;
+  /**
+   * LISTENs on a connection of the store's own. Should that connection drop (a server
+   * restart, a network blip), it reconnects after a second, until the store closes;
+   * changes made while it was down are not heard.
+   */
+  const listenOwned = async (config: pg.ClientConfig, ch: string): Promise<void> => {
+    const client = new pg.Client(config);
+    let retried = false;
+    const retry = () => {
+      if (retried || closing) return;
+      retried = true;
+      if (ownedListenClient === client) ownedListenClient = null;
+      client.end().catch(() => undefined);
+      setTimeout(() => {
+        if (!closing) listenOwned(config, ch).catch(retry);
+      }, 1000).unref();
+    };
+    client.on('error', retry);
+    client.on('end', retry);
+    await client.connect();
+    ownedListenClient = client;
+    listener = new ChangeListener(
+      client as unknown as PgClientLike,
+      (sql) => client.query(sql),
+      ch,
+      core.origin,
+      deliver,
+    );
+    await listener.start();
+  };
+
   const closeOwned = async () => {
+    closing = true;
     if (listener) await listener.stop(ownedListenClient === null).catch(() => undefined);
     listener = null;
     if (ownedListenClient) await ownedListenClient.end().catch(() => undefined);
@@ -214,20 +248,17 @@ export async function createPostgresStore(
     });
     if (channel) {
       if (listenConfig) {
-        ownedListenClient = new pg.Client(listenConfig);
-        ownedListenClient.on('error', () => undefined);
-        await ownedListenClient.connect();
-        const c = ownedListenClient;
-        listenVia = { client: c as unknown as PgClientLike, run: (sql) => c.query(sql) };
+        await listenOwned(listenConfig, channel);
+      } else {
+        listener = new ChangeListener(
+          listenVia!.client,
+          listenVia!.run,
+          channel,
+          core.origin,
+          deliver,
+        );
+        await listener.start();
       }
-      listener = new ChangeListener(
-        listenVia!.client,
-        listenVia!.run,
-        channel,
-        core.origin,
-        (change) => emitter.emit(change),
-      );
-      await listener.start();
     }
   } catch (e) {
     await closeOwned();

@@ -2,7 +2,7 @@ import type { Store } from '@cairn/store';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
 import { runFixture } from './processes.js';
-import { describeServer, dropSchema, freshSchema, POSTGRES_URL } from './support.js';
+import { describeServer, dropSchema, freshSchema, POSTGRES_URL, withClient } from './support.js';
 
 describeServer('several processes on one server', () => {
   const schema = freshSchema('cairn_mp');
@@ -77,6 +77,34 @@ describeServer('several processes on one server', () => {
         },
       );
       expect(heard).toContainEqual({ threadId: thread.id, kind: 'branch', branchId: branch.id });
+      stop();
+    } finally {
+      await other.close();
+    }
+  }, 30_000);
+
+  it('listens again after its listening connection is killed', async () => {
+    const other = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
+    try {
+      const thread = await store.createThread({});
+      const heard: string[] = [];
+      const stop = store.subscribe(thread.id, (c) => heard.push(c.kind));
+      const killed = await withClient((c) =>
+        c.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+           WHERE query = $1 AND pid <> pg_backend_pid()`,
+          [`LISTEN "cairn:${schema}"`],
+        ),
+      );
+      expect(killed.rowCount).toBeGreaterThan(0);
+      let n = 0;
+      await vi.waitFor(
+        async () => {
+          await other.updateThread(thread.id, { title: `try ${n++}` });
+          expect(heard).toContain('thread');
+        },
+        { timeout: 15_000, interval: 300 },
+      );
       stop();
     } finally {
       await other.close();
