@@ -1393,7 +1393,10 @@ export function hnswSearchSql(
          ORDER BY (embedding::${v}.vector(${dims})) OPERATOR(${v}.<=>) ($1::text::${v}.vector(${dims}))
          LIMIT $2`,
     params,
-    efSearch: Math.min(1000, Math.max(64, k * 2)),
+    // Generous: in WASM and on a server alike the scan costs far less than the round
+    // trip, and recall on less clustered data (random 384-dim vectors) rises from 0.31
+    // at 64 to about 0.9 at 512.
+    efSearch: Math.min(1000, Math.max(400, k * 4)),
   };
 }
 
