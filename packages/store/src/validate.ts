@@ -127,8 +127,11 @@ export function checkThreadPatch(patch: ThreadPatch): ThreadPatch {
   return out;
 }
 
-/** A message as checked without the database: everything but `depth`. */
-export type MessageDraft = Omit<Message, 'depth'>;
+/**
+ * A message as checked without the database. `depth` is not known yet (it is -1);
+ * `planMessageBatch` fills it in on the same object, so a batch allocates once.
+ */
+export type MessageDraft = Message;
 
 /**
  * Checks a batch on its own: shapes, JSON data, self-parenting, an id used twice in the
@@ -181,6 +184,7 @@ export function normalizeNewMessages(batch: NewMessage[], now: number): MessageD
       type,
       data: m.data as JsonValue,
       createdAt,
+      depth: -1,
     };
   });
 }
@@ -241,18 +245,9 @@ export function planMessageBatch(
       }
       depth = parent.depth + 1;
     }
-    const message: Message = {
-      id: d.id,
-      threadId: d.threadId,
-      parentId: d.parentId,
-      role: d.role,
-      type: d.type,
-      data: d.data,
-      createdAt: d.createdAt,
-      depth,
-    };
-    inBatch.set(d.id, message);
-    return message;
+    d.depth = depth;
+    inBatch.set(d.id, d);
+    return d;
   });
 }
 
