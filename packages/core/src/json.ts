@@ -15,56 +15,57 @@ export type JsonObject = { [key: string]: JsonValue };
 export function findNonJson(value: unknown, path = '$'): { path: string; reason: string } | null {
   // Hot path (every stored message and state update passes here): no strings are built
   // unless something is wrong; the path is assembled while unwinding from the bad value.
-  const seen = new Set<object>();
+  if (typeof value === 'string' || typeof value === 'boolean' || value === null) return null;
   const trail: string[] = [];
-  const visit = (v: unknown): string | null => {
-    switch (typeof v) {
-      case 'string':
-      case 'boolean':
-        return null;
-      case 'number':
-        return Number.isFinite(v) ? null : `${v} is not a JSON number`;
-      case 'undefined':
-        return 'undefined is not JSON';
-      case 'bigint':
-        return 'BigInt is not JSON';
-      case 'function':
-        return 'a function is not JSON';
-      case 'symbol':
-        return 'a symbol is not JSON';
-    }
-    if (v === null) return null;
-    const obj = v as object;
-    if (seen.has(obj)) return 'a cycle is not JSON';
-    seen.add(obj);
-    if (Array.isArray(obj)) {
-      for (let i = 0; i < obj.length; i++) {
-        const bad = visit(obj[i]);
-        if (bad) {
-          trail.push(`[${i}]`);
-          return bad;
-        }
-      }
-    } else {
-      const proto = Object.getPrototypeOf(obj);
-      if (proto !== Object.prototype && proto !== null) {
-        const name = (obj as { constructor?: { name?: string } }).constructor?.name ?? 'object';
-        return `an instance of ${name} is not plain JSON`;
-      }
-      for (const key in obj) {
-        if (!Object.hasOwn(obj, key)) continue;
-        const bad = visit((obj as Record<string, unknown>)[key]);
-        if (bad) {
-          trail.push(`.${key}`);
-          return bad;
-        }
-      }
-    }
-    seen.delete(obj);
-    return null;
-  };
-  const reason = visit(value);
+  const reason = visitJson(value, new Set(), trail);
   return reason === null ? null : { path: path + trail.reverse().join(''), reason };
+}
+
+function visitJson(v: unknown, seen: Set<object>, trail: string[]): string | null {
+  switch (typeof v) {
+    case 'string':
+    case 'boolean':
+      return null;
+    case 'number':
+      return Number.isFinite(v) ? null : `${v} is not a JSON number`;
+    case 'undefined':
+      return 'undefined is not JSON';
+    case 'bigint':
+      return 'BigInt is not JSON';
+    case 'function':
+      return 'a function is not JSON';
+    case 'symbol':
+      return 'a symbol is not JSON';
+  }
+  if (v === null) return null;
+  const obj = v as object;
+  if (seen.has(obj)) return 'a cycle is not JSON';
+  seen.add(obj);
+  if (Array.isArray(obj)) {
+    for (let i = 0; i < obj.length; i++) {
+      const bad = visitJson(obj[i], seen, trail);
+      if (bad) {
+        trail.push(`[${i}]`);
+        return bad;
+      }
+    }
+  } else {
+    const proto = Object.getPrototypeOf(obj);
+    if (proto !== Object.prototype && proto !== null) {
+      const name = (obj as { constructor?: { name?: string } }).constructor?.name ?? 'object';
+      return `an instance of ${name} is not plain JSON`;
+    }
+    for (const key in obj) {
+      if (!Object.hasOwn(obj, key)) continue;
+      const bad = visitJson((obj as Record<string, unknown>)[key], seen, trail);
+      if (bad) {
+        trail.push(`.${key}`);
+        return bad;
+      }
+    }
+  }
+  seen.delete(obj);
+  return null;
 }
 
 /**

@@ -127,6 +127,11 @@ export function checkThreadPatch(patch: ThreadPatch): ThreadPatch {
   return out;
 }
 
+const batchLabel = (i: number) => `messages[${i}]`;
+const NOT_BLANK = /\S/;
+const ok = (v: unknown): v is string =>
+  typeof v === 'string' && v.length > 0 && v.length <= MAX_NAME_LENGTH;
+
 /**
  * A message as checked without the database. `depth` is not known yet (it is -1);
  * `planMessageBatch` fills it in on the same object, so a batch allocates once.
@@ -140,17 +145,19 @@ export type MessageDraft = Message;
 export function normalizeNewMessages(batch: NewMessage[], now: number): MessageDraft[] {
   if (!Array.isArray(batch)) throw invalid('addMessages expects an array of messages');
   const seen = new Set<string>();
-  // Hot path: labels are built only when a check fails.
-  const ok = (v: unknown): v is string =>
-    typeof v === 'string' && v.length > 0 && v.length <= MAX_NAME_LENGTH;
   return batch.map((m, i) => {
-    const at = () => `messages[${i}]`;
-    if (typeof m !== 'object' || m === null) throw invalid(`${at()} must be an object`);
-    const id = m.id === undefined ? newId() : ok(m.id) ? m.id : checkId(m.id, `${at()}.id`);
+    // Hot path: labels are built only when a check fails.
+    if (typeof m !== 'object' || m === null) throw invalid(`${batchLabel(i)} must be an object`);
+    const id =
+      m.id === undefined ? newId() : ok(m.id) ? m.id : checkId(m.id, `${batchLabel(i)}.id`);
     if (seen.has(id)) {
-      throw new CairnError('CONFLICT', `${at()}.id ${show(id)} appears twice in the batch`, {
-        details: { id },
-      });
+      throw new CairnError(
+        'CONFLICT',
+        `${batchLabel(i)}.id ${show(id)} appears twice in the batch`,
+        {
+          details: { id },
+        },
+      );
     }
     seen.add(id);
     const parentId =
@@ -158,27 +165,28 @@ export function normalizeNewMessages(batch: NewMessage[], now: number): MessageD
         ? null
         : ok(m.parentId)
           ? m.parentId
-          : checkId(m.parentId, `${at()}.parentId`);
+          : checkId(m.parentId, `${batchLabel(i)}.parentId`);
     if (parentId === id)
-      throw invalid(`${at()}: message ${show(id)} cannot be its own parent`, { id });
-    if (m.data === undefined) throw invalid(`${at()}.data is required (any JSON value)`);
+      throw invalid(`${batchLabel(i)}: message ${show(id)} cannot be its own parent`, { id });
+    if (m.data === undefined) throw invalid(`${batchLabel(i)}.data is required (any JSON value)`);
     const bad = findNonJson(m.data);
-    if (bad) throw invalid(`${at()}.data${bad.path.slice(1)}: ${bad.reason}`, { path: bad.path });
+    if (bad)
+      throw invalid(`${batchLabel(i)}.data${bad.path.slice(1)}: ${bad.reason}`, { path: bad.path });
     const role =
-      ok(m.role) && m.role.trim().length > 0 ? m.role : checkName(m.role, `${at()}.role`);
+      ok(m.role) && m.role.trim().length > 0 ? m.role : checkName(m.role, `${batchLabel(i)}.role`);
     const type =
       m.type == null
         ? null
         : typeof m.type === 'string'
           ? m.type
-          : checkOptionalString(m.type, `${at()}.type`);
+          : checkOptionalString(m.type, `${batchLabel(i)}.type`);
     const createdAt =
       typeof m.createdAt === 'number' && Number.isFinite(m.createdAt)
         ? m.createdAt
-        : checkTimestamp(m.createdAt, `${at()}.createdAt`, now);
+        : checkTimestamp(m.createdAt, `${batchLabel(i)}.createdAt`, now);
     return {
       id,
-      threadId: ok(m.threadId) ? m.threadId : checkId(m.threadId, `${at()}.threadId`),
+      threadId: ok(m.threadId) ? m.threadId : checkId(m.threadId, `${batchLabel(i)}.threadId`),
       parentId,
       role,
       type,
@@ -217,16 +225,15 @@ export function planMessageBatch(
 ): Message[] {
   const inBatch = new Map<string, { threadId: string; depth: number }>();
   return drafts.map((d, i) => {
-    const at = () => `messages[${i}]`;
     if (!known.threadIds.has(d.threadId)) {
-      throw new CairnError('NOT_FOUND', `${at()}: thread ${show(d.threadId)} not found`, {
+      throw new CairnError('NOT_FOUND', `${batchLabel(i)}: thread ${show(d.threadId)} not found`, {
         details: { threadId: d.threadId },
       });
     }
     if (known.messages.has(d.id)) {
       throw new CairnError(
         'CONFLICT',
-        `${at()}: message id ${show(d.id)} is already used; messages are immutable`,
+        `${batchLabel(i)}: message id ${show(d.id)} is already used; messages are immutable`,
         { details: { id: d.id } },
       );
     }
@@ -234,14 +241,21 @@ export function planMessageBatch(
     if (d.parentId !== null) {
       const parent = inBatch.get(d.parentId) ?? known.messages.get(d.parentId);
       if (!parent) {
-        throw new CairnError('NOT_FOUND', `${at()}: parent message ${show(d.parentId)} not found`, {
-          details: { parentId: d.parentId },
-        });
+        throw new CairnError(
+          'NOT_FOUND',
+          `${batchLabel(i)}: parent message ${show(d.parentId)} not found`,
+          {
+            details: { parentId: d.parentId },
+          },
+        );
       }
       if (parent.threadId !== d.threadId) {
-        throw invalid(`${at()}: parent message ${show(d.parentId)} belongs to another thread`, {
-          parentId: d.parentId,
-        });
+        throw invalid(
+          `${batchLabel(i)}: parent message ${show(d.parentId)} belongs to another thread`,
+          {
+            parentId: d.parentId,
+          },
+        );
       }
       depth = parent.depth + 1;
     }
