@@ -1,0 +1,71 @@
+/**
+ * Helpers for tests that run against a real PostgreSQL server: where it is, whether the
+ * tests may run, and a schema of their own. Used by this package's tests and by every
+ * package that runs its suite on the Postgres store.
+ *
+ * @example
+ * ```ts
+ * import { dropSchema, freshSchema, POSTGRES_TEST_URL, postgresTestSkip } from '@cairn/store-postgres/testing';
+ *
+ * const skip = await postgresTestSkip('thread');
+ * describe.skipIf(skip)('on the server', () => {
+ *   const schema = freshSchema();
+ *   afterAll(() => dropSchema(schema));
+ *   // createPostgresStore({ connectionString: POSTGRES_TEST_URL }, { schema })
+ * });
+ * ```
+ */
+import { newId } from '@cairn/core';
+import pg from 'pg';
+
+/** The test server: `CAIRN_POSTGRES_URL`, or the local trust-auth server. */
+export const POSTGRES_TEST_URL =
+  process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+async function probe(): Promise<string | null> {
+  const client = new pg.Client({
+    connectionString: POSTGRES_TEST_URL,
+    connectionTimeoutMillis: 3000,
+  });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return null;
+  } catch (e) {
+    return e instanceof Error ? e.message : String(e);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/**
+ * Why the server tests must be skipped (the server is unreachable), or false when they
+ * run. With `CAIRN_REQUIRE_POSTGRES=1` (CI) they always run, so an unreachable server
+ * fails them instead. A skip is announced on the console, naming `label`.
+ */
+export async function postgresTestSkip(label: string): Promise<string | false> {
+  const unreachable = await probe();
+  if (!unreachable || process.env.CAIRN_REQUIRE_POSTGRES === '1') return false;
+  console.warn(
+    `[${label}] PostgreSQL at ${POSTGRES_TEST_URL} is unreachable (${unreachable}): SKIPPING the server tests. ` +
+      'Set CAIRN_POSTGRES_URL to a reachable server, or CAIRN_REQUIRE_POSTGRES=1 to make this a failure.',
+  );
+  return `PostgreSQL unreachable: ${unreachable}`;
+}
+
+/** A schema name of its own for one test file or store. */
+export function freshSchema(prefix = 'cairn_test'): string {
+  return `${prefix}_${newId().replaceAll('-', '').slice(-16)}`;
+}
+
+/** Drops a test schema and everything in it. */
+export async function dropSchema(schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: POSTGRES_TEST_URL });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS "${schema.replaceAll('"', '""')}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
