@@ -487,12 +487,13 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
         agentId: 'a',
         embedder: hashingEmbedder({ dimensions: 128 }),
       });
-      for (const p of [
-        wider.remember({ text: 'second' }),
-        wider.recall('first', { mode: 'vector' }),
-        wider.recall('first'),
+      // Each call starts only when awaited: a rejection must never sit unhandled.
+      for (const call of [
+        () => wider.remember({ text: 'second' }),
+        () => wider.recall('first', { mode: 'vector' }),
+        () => wider.recall('first'),
       ]) {
-        const e = await rejects(p);
+        const e = await rejects(call());
         expect(isCairnError(e, 'EMBEDDING_MISMATCH')).toBe(true);
         expect((e as Error).message).toContain('64');
         expect((e as Error).message).toContain('128');
