@@ -648,8 +648,9 @@ export function describeThreadEngine(s: EngineStore): void {
       it('one run at a time; an expired run is taken over as stale_recovered; the old owner is refused', async () => {
         const t = await open();
         expect(await t.runStatus()).toBeNull();
-        const r1 = await t.acquireRun({ owner: 'w1', ttlMs: 60 });
-        expect(await code(t.acquireRun({ owner: 'w2', ttlMs: 60 }))).toBe('CONFLICT');
+        // Long enough that the calls below finish before it expires on a loaded machine.
+        const r1 = await t.acquireRun({ owner: 'w1', ttlMs: 500 });
+        expect(await code(t.acquireRun({ owner: 'w2', ttlMs: 500 }))).toBe('CONFLICT');
         const live = await t.runStatus();
         expect(live).toMatchObject({
           owner: 'w1',
@@ -659,7 +660,7 @@ export function describeThreadEngine(s: EngineStore): void {
         });
         expect(live!.expiresAt).toBeGreaterThan(live!.startedAt);
         await r1.heartbeat();
-        await sleep(100);
+        await sleep(600);
         expect((await t.runStatus())?.isRunning).toBe(false);
         const r2 = await t.acquireRun({ owner: 'w2', ttlMs: 5000 });
         const took = await t.runStatus();
