@@ -173,7 +173,7 @@ export function normalizeNewMessages(batch: NewMessage[], now: number): MessageD
     if (bad)
       throw invalid(`${batchLabel(i)}.data${bad.path.slice(1)}: ${bad.reason}`, { path: bad.path });
     const role =
-      ok(m.role) && m.role.trim().length > 0 ? m.role : checkName(m.role, `${batchLabel(i)}.role`);
+      ok(m.role) && NOT_BLANK.test(m.role) ? m.role : checkName(m.role, `${batchLabel(i)}.role`);
     const type =
       m.type == null
         ? null
