@@ -5,6 +5,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import pg from 'pg';
 import { type Comparison, compare, comparisonTable, median, type Suite } from '../harness.js';
+import { rng } from '../random.js';
 
 const URL = process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -25,18 +26,6 @@ function chainRows(threadId: string, n: number, parentId: string | null): Row[] 
     role: i % 2 === 0 ? 'user' : 'assistant',
     data: { text: `message ${i}: the quick brown fox jumps over the lazy dog`, i },
   }));
-}
-
-/** A seeded PRNG, so every run searches the same data. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 async function reachable(): Promise<string | null> {

@@ -13,6 +13,7 @@ import {
   measure,
   type Suite,
 } from '../harness.js';
+import { rng } from '../random.js';
 
 /** A raw connection set up like the store's: WAL, synchronous NORMAL. */
 function rawDb(path: string): Database.Database {
@@ -53,18 +54,6 @@ async function appendChain(store: Store, threadId: string, n: number): Promise<s
     parent = rows[rows.length - 1]!.id;
   }
   return parent!;
-}
-
-/** A seeded PRNG, so every run searches the same data. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Reciprocal rank fusion of two rankings (k = 60), the top `limit`. */

@@ -1,4 +1,5 @@
 import { canSee, isCairnError, type Memory, type Viewer } from '@cairn/core';
+import { Rng } from '@cairn/store/testing';
 import type { Embedder } from '../src/index.js';
 import { hashingEmbedder } from '../src/index.js';
 
@@ -76,21 +77,8 @@ export function failingEmbedder(
   } satisfies Embedder;
 }
 
-/** A small seeded PRNG (mulberry32), so a failing property run can be replayed. */
-export function rng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    next,
-    pick: <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]!,
-  };
-}
+/** A seeded PRNG, so a failing property run can be replayed. */
+export const rng = (seed: number) => new Rng(seed);
 
 export async function rejects(p: Promise<unknown>): Promise<unknown> {
   try {

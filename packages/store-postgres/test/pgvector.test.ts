@@ -1,23 +1,14 @@
 import type { Memory, MemoryType } from '@cairn/core';
 import { cosineSimilarity, type Store } from '@cairn/store';
+import { Rng } from '@cairn/store/testing';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
 import { hnswSearchSql } from '../src/postgres-store.js';
 
-/** mulberry32: the same data on every run. */
-function rng(seed: number) {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return { next, vector: (dims: number) => Array.from({ length: dims }, () => next() * 2 - 1) };
-}
+/** The same data on every run. */
+const rng = (seed: number) => new Rng(seed);
 
 const DIMS = 8;
 

@@ -9,6 +9,7 @@ import {
   type Store,
   type StoreChange,
 } from '@cairn/store';
+import { Rng } from '@cairn/store/testing';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqliteStore } from '../src/index.js';
@@ -216,19 +217,9 @@ describe('memory search', () => {
   });
   afterAll(() => store.close());
 
-  function rng(seed: number) {
-    let s = seed >>> 0;
-    return () => {
-      s = (s + 0x6d2b79f5) >>> 0;
-      let t = s;
-      t = Math.imul(t ^ (t >>> 15), t | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-  }
-
   it('returns exactly the brute-force top hits among what the filter admits, even when it admits few', async () => {
-    const next = rng(7);
+    const random = new Rng(7);
+    const next = () => random.next();
     const dims = 16;
     const made: Memory[] = [];
     for (let batch = 0; batch < 4; batch++) {

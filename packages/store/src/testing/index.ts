@@ -18,6 +18,7 @@ import { describeTurns } from './specs/turns.js';
 import { describeVectorSearch } from './specs/vector-search.js';
 
 export type { StoreConformanceOptions } from './context.js';
+export { Rng } from './helpers.js';
 
 /** The areas of the suite, in the order they run. */
 const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [

@@ -1,0 +1,15 @@
+/**
+ * A seeded PRNG (mulberry32), so every benchmark run works on the same data.
+ * (`Rng` in @cairn/store/testing is the same generator, but that entry loads vitest,
+ * which refuses to run outside its test runner.)
+ */
+export function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
