@@ -14,7 +14,6 @@ export {
   type ApplyOptions,
   type ApplyResult,
   applyUpdate,
-  asState,
   defineState,
   type FieldDef,
   type FieldOptions,

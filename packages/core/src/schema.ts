@@ -1,6 +1,6 @@
 import { jsonEqual } from './equal.js';
 import { CairnError } from './errors.js';
-import { findNonJson, type JsonObject, type JsonValue } from './json.js';
+import { findNonJson, type JsonValue } from './json.js';
 import { type Reducer, reducers } from './reducers.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
 
@@ -233,9 +233,4 @@ function validate<T>(schema: StandardSchemaV1<unknown, T>, value: unknown, name:
     );
   }
   return result.value;
-}
-
-/** Narrows a JSON object read from a store to a schema's state type (no copy). */
-export function asState<S extends StateSchema<any>>(_schema: S, value: JsonObject): StateOf<S> {
-  return value as StateOf<S>;
 }
