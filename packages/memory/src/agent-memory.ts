@@ -192,14 +192,8 @@ function checkViewer(viewer: unknown): Viewer {
   return v;
 }
 
-interface Placed {
-  type: MemoryType;
-  agentId: string;
-  entityId: string | null;
-  roomId: string | null;
-  worldId: string | null;
-  scope: MemoryScope;
-}
+/** Where a new memory goes and who may see it. */
+type Placed = Pick<Memory, 'type' | 'agentId' | 'entityId' | 'roomId' | 'worldId' | 'scope'>;
 
 function place(
   input: RememberInput | DocumentInput,
