@@ -75,3 +75,41 @@ export function isCairnError(e: unknown, code?: CairnErrorCode): e is CairnError
   if (name !== 'CairnError' || typeof actual !== 'string' || !CODES.has(actual)) return false;
   return code === undefined || actual === code;
 }
+
+/**
+ * `INVALID_ARGUMENT`: the input is malformed. The message names the field and the value.
+ *
+ * @example
+ * ```ts
+ * throw invalidArgument(`limit must be an integer from 1 to 1000, got ${limit}`, { limit });
+ * ```
+ */
+export function invalidArgument(message: string, details?: Record<string, unknown>): CairnError {
+  return new CairnError('INVALID_ARGUMENT', message, details ? { details } : {});
+}
+
+/**
+ * `NOT_FOUND`: a thread, message, branch, ... that the call needs does not exist.
+ *
+ * @example
+ * ```ts
+ * throw notFound('thread', id); // thread "t-1" not found, details { id: 't-1' }
+ * ```
+ */
+export function notFound(what: string, id: string, details?: Record<string, unknown>): CairnError {
+  return new CairnError('NOT_FOUND', `${what} ${JSON.stringify(id)} not found`, {
+    details: { id, ...details },
+  });
+}
+
+/**
+ * `CONFLICT`: an id or name is taken, or a compare-and-set lost.
+ *
+ * @example
+ * ```ts
+ * throw conflict(`branch "main" already exists in this thread`, { name: 'main' });
+ * ```
+ */
+export function conflict(message: string, details?: Record<string, unknown>): CairnError {
+  return new CairnError('CONFLICT', message, details ? { details } : {});
+}

@@ -1,5 +1,12 @@
 export { jsonEqual } from './equal.js';
-export { CairnError, type CairnErrorCode, isCairnError } from './errors.js';
+export {
+  CairnError,
+  type CairnErrorCode,
+  conflict,
+  invalidArgument,
+  isCairnError,
+  notFound,
+} from './errors.js';
 export { newId } from './ids.js';
 export {
   assertJson,
