@@ -1,0 +1,1 @@
+export { CairnSaver, type CairnSaverOptions, namespaceBranch } from './cairn-saver.js';
