@@ -25,7 +25,9 @@ describe('one SQLite file per user', () => {
       const graph = chatGraph(saver);
       const config = { configurable: { thread_id: 'conversation' } };
       for (let i = 1; i <= 3; i++) {
-        const input = { messages: [new HumanMessage({ id: `${user}-${i}`, content: `${user} ${i}` })] };
+        const input = {
+          messages: [new HumanMessage({ id: `${user}-${i}`, content: `${user} ${i}` })],
+        };
         await reference.invoke(input, config);
         await graph.invoke(input, config);
       }
