@@ -94,6 +94,24 @@ function roleOf(value: JsonValue): { role: string; type: string | null } {
 }
 
 const decoder = new TextDecoder();
+
+function nodeJson(node: CachedNode): string {
+  node.json ??= JSON.stringify(node.value);
+  return node.json;
+}
+
+/**
+ * Whether a cached message holds this serialized element. Compares the text first; a message
+ * read back from a store that reorders keys (Postgres JSONB) is compared by content once and
+ * then keeps the serializer's text.
+ */
+function sameContent(node: CachedNode, json: string): boolean {
+  if (nodeJson(node) === json) return true;
+  node.value ??= JSON.parse(node.json!) as JsonValue;
+  if (!jsonEqual(node.value, JSON.parse(json) as JsonValue)) return false;
+  node.json = json;
+  return true;
+}
 const MAX_ATTEMPTS = 50;
 
 function configThreadId(config: RunnableConfig): string | undefined {
@@ -284,21 +302,21 @@ export class CairnSaver extends BaseCheckpointSaver {
     const header = await this.#encode(rest);
     const meta = await this.#encode(metadata);
     // A channel named in newVersions: its stored value, the elements of a message list, or 0 (absent).
-    type Prepared = [string, string | number, { value: StoredValue } | { list: JsonValue[] } | 0];
+    type Prepared = [string, string | number, { value: StoredValue } | { list: string[] } | 0];
     const prepared: Prepared[] = await Promise.all(
       Object.entries(newVersions).map(async ([channel, version]): Promise<Prepared> => {
         const value = values?.[channel];
         if (value === undefined) return [channel, version, 0];
-        const stored = await this.#encode(value);
-        // One serialization of the whole list; a list the serializer writes as bytes is stored whole.
-        if (
-          this.#messageChannels.has(channel) &&
-          stored[0] === 'json' &&
-          Array.isArray(stored[1])
-        ) {
-          return [channel, version, { list: stored[1] }];
+        if (this.#messageChannels.has(channel) && Array.isArray(value)) {
+          // Each element serialized on its own is byte-equal to its part of the whole list.
+          const items = await Promise.all(value.map((v) => this.serde.dumpsTyped(v)));
+          // Elements the serializer writes as bytes: the whole value is stored instead.
+          if (items.every(([type]) => type === 'json')) {
+            const list = items.map(([, b]) => (typeof b === 'string' ? b : decoder.decode(b)));
+            return [channel, version, { list }];
+          }
         }
-        return [channel, version, { value: stored }];
+        return [channel, version, { value: await this.#encode(value) }];
       }),
     );
     const thread = this.#thread(threadId);
@@ -306,6 +324,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       const base = parent !== null && log.checkpoints.has(parent) ? log.resolve(parent) : undefined;
       const vals: CheckpointRecord['vals'] = [];
       const added: NewMessage[] = [];
+      const newJson: string[] = [];
       let head: string | null | undefined;
       for (const [channel, version, value] of prepared) {
         if (value === 0 || 'value' in value) {
@@ -320,14 +339,16 @@ export class CairnSaver extends BaseCheckpointSaver {
         while (
           k < items.length &&
           k < baseIds.length &&
-          jsonEqual(items[k]!, thread.nodes.get(baseIds[k]!)!.value)
+          sameContent(thread.nodes.get(baseIds[k]!)!, items[k]!)
         ) {
           k++;
         }
         let parentId = k > 0 ? baseIds[k - 1]! : null;
         for (let i = k; i < items.length; i++) {
           const id = newId();
-          added.push({ id, threadId, parentId, data: items[i]!, ...roleOf(items[i]!) });
+          const data = JSON.parse(items[i]!) as JsonValue;
+          added.push({ id, threadId, parentId, data, ...roleOf(data) });
+          newJson.push(items[i]!);
           parentId = id;
         }
         const ref: StoredList = { m: parentId, n: items.length };
@@ -350,7 +371,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       return {
         record,
         messageId: head,
-        added: added.map((m) => [m.id!, { parent: m.parentId, value: m.data }] as const),
+        added: added.map((m, i) => [m.id!, { parent: m.parentId, json: newJson[i] }] as const),
       };
     });
     return {
@@ -606,13 +627,7 @@ export class CairnSaver extends BaseCheckpointSaver {
   async #value(thread: ThreadLogs, ref: StoredValue | StoredList): Promise<unknown> {
     if (!isStoredList(ref)) return this.#decode(ref);
     const ids = await this.#chainIds(thread, ref);
-    const json = `[${ids
-      .map((id) => {
-        const node = thread.nodes.get(id)!;
-        node.json ??= JSON.stringify(node.value);
-        return node.json;
-      })
-      .join(',')}]`;
+    const json = `[${ids.map((id) => nodeJson(thread.nodes.get(id)!)).join(',')}]`;
     return this.serde.loadsTyped('json', json);
   }
 

@@ -140,11 +140,10 @@ export class NamespaceLog {
   }
 }
 
-/** A message node as cached: its parent and its stored data. */
+/** A message node as cached: its parent and its data, parsed or serialized (at least one). */
 export interface CachedNode {
   parent: string | null;
-  value: JsonValue;
-  /** `value` serialized, once it has been read. */
+  value?: JsonValue;
   json?: string;
 }
 

@@ -96,6 +96,19 @@ export async function history(graph: Graph, config: RunnableConfig): Promise<unk
   return out;
 }
 
+/** One human message per turn, recording the state after each. */
+async function turns(
+  graph: Graph & { invoke(input: unknown, config: RunnableConfig): Promise<unknown> },
+  thread: RunnableConfig,
+  ids: string[],
+  r: Recorder,
+) {
+  for (const id of ids) {
+    await graph.invoke({ messages: [human(id)] }, thread);
+    await r.state(graph, thread);
+  }
+}
+
 const cfg = (thread_id: string, extra: Record<string, unknown> = {}): RunnableConfig => ({
   configurable: { thread_id, ...extra },
 });
@@ -115,10 +128,7 @@ export function chatGraph(checkpointer: BaseCheckpointSaver) {
 export async function chatScript(checkpointer: BaseCheckpointSaver, r: Recorder) {
   const graph = chatGraph(checkpointer);
   const thread = cfg('chat');
-  for (const id of ['h-1', 'h-2', 'h-3']) {
-    await graph.invoke({ messages: [human(id)] }, thread);
-    await r.state(graph, thread);
-  }
+  await turns(graph, thread, ['h-1', 'h-2', 'h-3'], r);
   // Edit an earlier reply in place under its id: same ids, different content.
   await graph.updateState(thread, { messages: [new AIMessage({ id: 'ai-1', content: 'edited' })] });
   await r.state(graph, thread);
@@ -251,10 +261,7 @@ export function researchGraph(checkpointer: BaseCheckpointSaver) {
 export async function researchScript(checkpointer: BaseCheckpointSaver, r: Recorder) {
   const graph = researchGraph(checkpointer);
   const thread = cfg('research');
-  for (const id of ['topic-1', 'topic-2', 'topic-3', 'topic-4']) {
-    await graph.invoke({ messages: [human(id)] }, thread);
-    await r.state(graph, thread);
-  }
+  await turns(graph, thread, ['topic-1', 'topic-2', 'topic-3', 'topic-4'], r);
   await graph.updateState(thread, { artifacts: ['notes', 'manual'], viewed_images: {} });
   await r.state(graph, thread);
   return { graph, threads: [thread] };
@@ -276,10 +283,7 @@ export function deltaGraph(checkpointer: BaseCheckpointSaver) {
 export async function deltaScript(checkpointer: BaseCheckpointSaver, r: Recorder) {
   const graph = deltaGraph(checkpointer);
   const thread = cfg('delta');
-  for (const id of ['d-1', 'd-2', 'd-3', 'd-4']) {
-    await graph.invoke({ messages: [human(id)] }, thread);
-    await r.state(graph, thread);
-  }
+  await turns(graph, thread, ['d-1', 'd-2', 'd-3', 'd-4'], r);
   return { graph, threads: [thread] };
 }
 

@@ -35,6 +35,22 @@ export function removeTempDirs() {
 let pglite: PGlite | undefined;
 let pgliteSchemas = 0;
 
+/** A store that can be opened again on the same data; disposing closes every instance. */
+async function reopening(make: () => Store | Promise<Store>, cleanup?: () => Promise<void>) {
+  const opened: Store[] = [await make()];
+  return {
+    store: opened[0]!,
+    reopen: async () => {
+      opened.push(await make());
+      return opened[opened.length - 1]!;
+    },
+    dispose: async () => {
+      for (const s of opened) await s.close();
+      await cleanup?.();
+    },
+  };
+}
+
 export async function storeKinds(): Promise<StoreKind[]> {
   const skipServer = await postgresTestSkip('langgraph');
   return [
@@ -49,59 +65,30 @@ export async function storeKinds(): Promise<StoreKind[]> {
     {
       name: 'a SQLite file',
       skip: false,
-      open: async () => {
+      open: () => {
         const path = join(tempDir(), 'agent.db');
-        const opened: Store[] = [createSqliteStore({ path })];
-        return {
-          store: opened[0]!,
-          reopen: async () => {
-            opened.push(createSqliteStore({ path }));
-            return opened[opened.length - 1]!;
-          },
-          dispose: async () => {
-            for (const s of opened) await s.close();
-          },
-        };
+        return reopening(() => createSqliteStore({ path }));
       },
     },
     {
       name: 'PGlite',
       skip: false,
-      open: async () => {
+      open: () => {
         pglite ??= new PGlite();
-        const schema = `langgraph_test_${++pgliteSchemas}`;
         const client = pglite;
-        const opened: Store[] = [await createPostgresStore({ client }, { schema })];
-        return {
-          store: opened[0]!,
-          reopen: async () => {
-            opened.push(await createPostgresStore({ client }, { schema }));
-            return opened[opened.length - 1]!;
-          },
-          dispose: async () => {
-            for (const s of opened) await s.close();
-          },
-        };
+        const schema = `langgraph_test_${++pgliteSchemas}`;
+        return reopening(() => createPostgresStore({ client }, { schema }));
       },
     },
     {
       name: 'the PostgreSQL server',
       skip: skipServer,
-      open: async () => {
+      open: () => {
         const schema = freshSchema('langgraph_test');
-        const make = () => createPostgresStore({ connectionString: POSTGRES_TEST_URL }, { schema });
-        const opened: Store[] = [await make()];
-        return {
-          store: opened[0]!,
-          reopen: async () => {
-            opened.push(await make());
-            return opened[opened.length - 1]!;
-          },
-          dispose: async () => {
-            for (const s of opened) await s.close();
-            await dropSchema(schema);
-          },
-        };
+        return reopening(
+          () => createPostgresStore({ connectionString: POSTGRES_TEST_URL }, { schema }),
+          () => dropSchema(schema),
+        );
       },
     },
   ];
