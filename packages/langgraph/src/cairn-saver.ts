@@ -6,6 +6,7 @@ import {
   type JsonObject,
   type JsonValue,
   jsonEqual,
+  MAX_NAME_LENGTH,
   newId,
 } from '@cairn/core';
 import { AsyncLock, type NewMessage, type Store } from '@cairn/store';
@@ -124,8 +125,10 @@ function configThreadId(config: RunnableConfig): string | undefined {
 
 function configNamespace(config: RunnableConfig): string {
   const ns: unknown = config.configurable?.checkpoint_ns ?? '';
-  if (typeof ns !== 'string') {
-    throw invalidArgument(`checkpoint_ns must be a string, got ${JSON.stringify(ns)}`);
+  if (typeof ns !== 'string' || namespaceBranch(ns).length > MAX_NAME_LENGTH) {
+    throw invalidArgument(
+      `checkpoint_ns must be a string of at most ${MAX_NAME_LENGTH - 'langgraph:'.length} characters, got ${JSON.stringify(ns)}`,
+    );
   }
   return ns;
 }

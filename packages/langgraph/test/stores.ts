@@ -53,6 +53,9 @@ async function reopening(make: () => Store | Promise<Store>, cleanup?: () => Pro
 
 export async function storeKinds(): Promise<StoreKind[]> {
   const skipServer = await postgresTestSkip('langgraph');
+  // PGlite's start (compiling Postgres to run) takes long on a busy machine: not inside a test.
+  pglite ??= new PGlite();
+  await pglite.waitReady;
   return [
     {
       name: 'the in-memory store',
@@ -74,8 +77,7 @@ export async function storeKinds(): Promise<StoreKind[]> {
       name: 'PGlite',
       skip: false,
       open: () => {
-        pglite ??= new PGlite();
-        const client = pglite;
+        const client = pglite!;
         const schema = `langgraph_test_${++pgliteSchemas}`;
         return reopening(() => createPostgresStore({ client }, { schema }));
       },
