@@ -13,9 +13,7 @@ import {
 import {
   type AcquiredLease,
   type AcquireLeaseInput,
-  AsyncLock,
   type ChainOptions,
-  ChangeEmitter,
   checkId,
   checkLeaseData,
   checkLeaseInput,
@@ -66,6 +64,7 @@ import {
   type StoreListener,
   type ThreadPatch,
 } from '@cairn/store';
+import { type Connection, isBusy, sqliteCode, translate, untilUnlocked } from './connection.js';
 import {
   decodeF64,
   encodeF32,
@@ -174,68 +173,36 @@ const conflict = (message: string, details: Record<string, unknown> = {}) =>
 const invalid = (message: string, details: Record<string, unknown> = {}) =>
   new CairnError('INVALID_ARGUMENT', message, { details });
 
-/** A SQLite error code, such as `SQLITE_CONSTRAINT_UNIQUE`, or undefined. */
-function sqliteCode(e: unknown): string | undefined {
-  const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code.startsWith('SQLITE_') ? code : undefined;
-}
-
-/** Turns driver errors that callers can act on into CairnErrors; rethrows the rest. */
-function translate(e: unknown): never {
-  const code = sqliteCode(e);
-  if (code === 'SQLITE_BUSY' || code === 'SQLITE_BUSY_SNAPSHOT' || code === 'SQLITE_LOCKED') {
-    throw new CairnError(
-      'TIMEOUT',
-      `the database stayed locked by another connection: ${(e as Error).message}`,
-      {
-        cause: e,
-      },
-    );
-  }
-  throw e;
-}
-
-/** What every view of the store (the store itself, a transaction) shares. */
+/** What every view of one store (the store itself, a transaction) shares. */
 class Shared {
-  readonly db: SqliteDatabase;
-  readonly ownsDb: boolean;
+  readonly conn: Connection;
   readonly capabilities: StoreCapabilities;
-  readonly lock = new AsyncLock();
-  readonly emitter = new ChangeEmitter();
+  /** How long a call waits for another process's lock before failing with TIMEOUT. */
+  readonly busyTimeoutMs: number;
   closed = false;
-  /** Calls queued on the lock or running under it; when 0 a call may run at once. */
-  queued = 0;
-  #statements = new Map<string, SqliteStatement>();
+  /** This store's listeners, removed on close (the connection's emitter is shared). */
+  readonly unsubscribes = new Set<() => void>();
 
-  constructor(db: SqliteDatabase, ownsDb: boolean, capabilities: StoreCapabilities) {
-    this.db = db;
-    this.ownsDb = ownsDb;
+  constructor(conn: Connection, capabilities: StoreCapabilities, busyTimeoutMs: number) {
+    this.conn = conn;
     this.capabilities = capabilities;
+    this.busyTimeoutMs = busyTimeoutMs;
   }
 
-  /** A cached prepared statement. */
+  get db(): SqliteDatabase {
+    return this.conn.db;
+  }
+
   sql(source: string): SqliteStatement {
-    let s = this.#statements.get(source);
-    if (!s) {
-      s = this.db.prepare(source);
-      this.#statements.set(source, s);
-    }
-    return s;
+    return this.conn.sql(source);
   }
 
-  /** A cached statement returning rows as arrays. */
   rows(source: string): SqliteStatement {
-    const key = `raw:${source}`;
-    let s = this.#statements.get(key);
-    if (!s) {
-      s = this.db.prepare(source).raw(true);
-      this.#statements.set(key, s);
-    }
-    return s;
+    return this.conn.rows(source);
   }
 
-  clearStatements(): void {
-    this.#statements.clear();
+  emit(changes: StoreChange[]): void {
+    for (const c of changes) this.conn.emitter.emit(c);
   }
 }
 
@@ -261,16 +228,27 @@ class RootRunner implements Runner {
     if (this.#s.closed) throw new CairnError('CLOSED', 'this SQLite store is closed');
   }
 
-  async #run<T>(fn: () => T): Promise<T> {
+  /**
+   * Runs `attempt` (which changes nothing when another process's lock stops it). With
+   * nothing queued on the connection it runs at once: synchronous work cannot interleave
+   * with anything. Otherwise, or when another process holds the lock, it waits its turn
+   * on the connection's lock, and lock waits yield to the event loop.
+   */
+  async #run<T>(attempt: () => T): Promise<T> {
     this.#checkOpen();
-    // Synchronous work cannot interleave with anything, so with nothing queued it runs
-    // at once; otherwise it waits its turn behind a running transaction.
-    if (this.#s.queued === 0) return fn();
-    this.#s.queued++;
+    const conn = this.#s.conn;
+    if (conn.queued === 0) {
+      try {
+        return attempt();
+      } catch (e) {
+        if (!isBusy(e)) translate(e);
+      }
+    }
+    conn.queued++;
     try {
-      return await this.#s.lock.run(fn);
+      return await conn.lock.run(() => untilUnlocked(attempt, this.#s.busyTimeoutMs));
     } finally {
-      this.#s.queued--;
+      conn.queued--;
     }
   }
 
@@ -278,55 +256,49 @@ class RootRunner implements Runner {
     return this.#run(fn);
   }
 
-  write<T>(fn: (changes: StoreChange[]) => T): Promise<T> {
-    return this.#run(() => {
-      const db = this.#s;
-      const changes: StoreChange[] = [];
+  async write<T>(fn: (changes: StoreChange[]) => T): Promise<T> {
+    const changes: StoreChange[] = [];
+    const result = await this.#run(() => {
+      changes.length = 0;
+      const s = this.#s;
+      s.sql('BEGIN IMMEDIATE').run();
       try {
-        db.sql('BEGIN IMMEDIATE').run();
+        const r = fn(changes);
+        s.sql('COMMIT').run();
+        return r;
       } catch (e) {
-        translate(e);
+        if (s.db.inTransaction) s.sql('ROLLBACK').run();
+        throw e;
       }
-      let result: T;
-      try {
-        result = fn(changes);
-        db.sql('COMMIT').run();
-      } catch (e) {
-        if (db.db.inTransaction) db.sql('ROLLBACK').run();
-        translate(e);
-      }
-      for (const c of changes) this.#s.emitter.emit(c);
-      return result;
     });
+    this.#s.emit(changes);
+    return result;
   }
 
   async transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T> {
     this.#checkOpen();
     if (typeof fn !== 'function') throw invalid('transaction expects a function');
-    this.#s.queued++;
+    const s = this.#s;
+    s.conn.queued++;
     try {
-      return await this.#s.lock.run(async () => {
-        const runner = new TxRunner(this.#s);
-        try {
-          this.#s.sql('BEGIN IMMEDIATE').run();
-        } catch (e) {
-          translate(e);
-        }
+      return await s.conn.lock.run(async () => {
+        const runner = new TxRunner(s);
+        await untilUnlocked(() => s.sql('BEGIN IMMEDIATE').run(), s.busyTimeoutMs);
         let result: T;
         try {
-          result = await fn(new SqliteStoreView(this.#s, runner));
+          result = await fn(new SqliteStoreView(s, runner));
           runner.end();
-          this.#s.sql('COMMIT').run();
+          s.sql('COMMIT').run();
         } catch (e) {
           runner.end();
-          if (this.#s.db.inTransaction) this.#s.sql('ROLLBACK').run();
+          if (s.db.inTransaction) s.sql('ROLLBACK').run();
           translate(e);
         }
-        for (const c of runner.changes) this.#s.emitter.emit(c);
+        s.emit(runner.changes);
         return result;
       });
     } finally {
-      this.#s.queued--;
+      s.conn.queued--;
     }
   }
 }
@@ -1393,7 +1365,13 @@ export class SqliteStoreView implements Store {
     checkId(threadId, 'threadId');
     if (typeof listener !== 'function') throw invalid('subscribe expects a listener function');
     if (this.#s.closed) throw new CairnError('CLOSED', 'this SQLite store is closed');
-    return this.#s.emitter.subscribe(threadId, listener);
+    const off = this.#s.conn.emitter.subscribe(threadId, listener);
+    const unsubscribe = () => {
+      this.#s.unsubscribes.delete(unsubscribe);
+      off();
+    };
+    this.#s.unsubscribes.add(unsubscribe);
+    return unsubscribe;
   }
 
   async migrate(): Promise<void> {
@@ -1408,10 +1386,9 @@ export class SqliteStoreView implements Store {
     if (this.#s.closed) return;
     this.#s.closed = true;
     // Let a running transaction and the calls queued before close() finish first.
-    await this.#s.lock.run(() => undefined);
-    this.#s.emitter.clear();
-    this.#s.clearStatements();
-    if (this.#s.ownsDb && this.#s.db.open) this.#s.db.close();
+    await this.#s.conn.lock.run(() => undefined);
+    for (const off of [...this.#s.unsubscribes]) off();
+    this.#s.conn.release();
   }
 }
 
