@@ -14,6 +14,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'cairn-sharing-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const tempPath = () => join(dir, `${newId()}.db`);
+// Child processes start slowly on a loaded machine.
+const SLOW = 30_000;
 
 async function failure(call: () => Promise<unknown> | unknown): Promise<CairnError> {
   try {
@@ -59,47 +61,51 @@ async function holdLock(path: string) {
 }
 
 describe('two stores on one file in one process', () => {
-  it('share one connection: a write waits for the other store’s transaction, and the loop runs meanwhile', async () => {
-    const path = tempPath();
-    const a = createSqliteStore({ path }, { busyTimeoutMs: 2000 });
-    const b = createSqliteStore({ path: join(dir, '.', path.slice(dir.length + 1)) });
-    const seen: StoreChange[] = [];
-    const thread = await a.createThread({ title: 'one' });
-    b.subscribe(thread.id, (c) => seen.push(c));
+  it(
+    'share one connection: a write waits for the other store’s transaction, and the loop runs meanwhile',
+    async () => {
+      const path = tempPath();
+      const a = createSqliteStore({ path }, { busyTimeoutMs: 2000 });
+      const b = createSqliteStore({ path: join(dir, '.', path.slice(dir.length + 1)) });
+      const seen: StoreChange[] = [];
+      const thread = await a.createThread({ title: 'one' });
+      b.subscribe(thread.id, (c) => seen.push(c));
 
-    const ticks = ticker();
-    let inside = 0;
-    const tx = a.transaction(async (t) => {
-      await t.updateThread(thread.id, { title: 'two' });
-      // Awaits timers while holding the lock: a frozen loop could never get past this.
-      await sleep(30);
-      inside = ticks.count();
-      await t.updateThread(thread.id, { title: 'three' });
-    });
-    const write = b.createThread({ title: 'from b' });
-    const [, other] = await Promise.all([tx, write]);
-    ticks.stop();
-    expect(inside).toBeGreaterThan(0);
-    expect((await b.getThread(thread.id))?.title).toBe('three');
-    expect((await a.getThread(other.id))?.title).toBe('from b');
-    // A write through one store is a change for listeners of the other.
-    expect(seen).toEqual([
-      { threadId: thread.id, kind: 'thread' },
-      { threadId: thread.id, kind: 'thread' },
-    ]);
+      const ticks = ticker();
+      let inside = 0;
+      const tx = a.transaction(async (t) => {
+        await t.updateThread(thread.id, { title: 'two' });
+        // Awaits timers while holding the lock: a frozen loop could never get past this.
+        await sleep(30);
+        inside = ticks.count();
+        await t.updateThread(thread.id, { title: 'three' });
+      });
+      const write = b.createThread({ title: 'from b' });
+      const [, other] = await Promise.all([tx, write]);
+      ticks.stop();
+      expect(inside).toBeGreaterThan(0);
+      expect((await b.getThread(thread.id))?.title).toBe('three');
+      expect((await a.getThread(other.id))?.title).toBe('from b');
+      // A write through one store is a change for listeners of the other.
+      expect(seen).toEqual([
+        { threadId: thread.id, kind: 'thread' },
+        { threadId: thread.id, kind: 'thread' },
+      ]);
 
-    // Closing one leaves the other working, and its listeners are gone with it.
-    await b.close();
-    expect((await failure(() => b.getThread(thread.id))).code).toBe('CLOSED');
-    await a.updateThread(thread.id, { title: 'four' });
-    expect(seen).toHaveLength(2);
-    expect((await a.getThread(thread.id))?.title).toBe('four');
-    await a.close();
-    // The last close closed the file: another connection may switch it out of WAL.
-    const db = new Database(path);
-    expect(db.pragma('journal_mode = DELETE', { simple: true })).toBe('delete');
-    db.close();
-  });
+      // Closing one leaves the other working, and its listeners are gone with it.
+      await b.close();
+      expect((await failure(() => b.getThread(thread.id))).code).toBe('CLOSED');
+      await a.updateThread(thread.id, { title: 'four' });
+      expect(seen).toHaveLength(2);
+      expect((await a.getThread(thread.id))?.title).toBe('four');
+      await a.close();
+      // The last close closed the file: another connection may switch it out of WAL.
+      const db = new Database(path);
+      expect(db.pragma('journal_mode = DELETE', { simple: true })).toBe('delete');
+      db.close();
+    },
+    SLOW,
+  );
 
   it('keeps `FULL` when either store asked for it', async () => {
     const db = new Database(tempPath());
@@ -123,43 +129,51 @@ describe('two stores on one file in one process', () => {
 });
 
 describe('another process holding the write lock', () => {
-  it('makes a write wait on timers, not by freezing the loop, and go through once it lets go', async () => {
-    const path = tempPath();
-    const store = createSqliteStore({ path }, { busyTimeoutMs: 20_000 });
-    const thread = await store.createThread({});
-    const other = await holdLock(path);
-    const ticks = ticker();
-    let settled = false;
-    const write = store.updateThread(thread.id, { title: 'after the wait' }).finally(() => {
-      settled = true;
-    });
-    while (ticks.count() < 20) await sleep(5);
-    expect(settled).toBe(false);
-    await other.release();
-    expect((await write).title).toBe('after the wait');
-    ticks.stop();
-    await store.close();
-  });
+  it(
+    'makes a write wait on timers, not by freezing the loop, and go through once it lets go',
+    async () => {
+      const path = tempPath();
+      const store = createSqliteStore({ path }, { busyTimeoutMs: 20_000 });
+      const thread = await store.createThread({});
+      const other = await holdLock(path);
+      const ticks = ticker();
+      let settled = false;
+      const write = store.updateThread(thread.id, { title: 'after the wait' }).finally(() => {
+        settled = true;
+      });
+      while (ticks.count() < 20) await sleep(5);
+      expect(settled).toBe(false);
+      await other.release();
+      expect((await write).title).toBe('after the wait');
+      ticks.stop();
+      await store.close();
+    },
+    SLOW,
+  );
 
-  it('ends a wait past busyTimeoutMs with TIMEOUT, the loop running throughout, and nothing written', async () => {
-    const path = tempPath();
-    const store = createSqliteStore({ path }, { busyTimeoutMs: 150 });
-    const thread = await store.createThread({});
-    const other = await holdLock(path);
-    const ticks = ticker();
-    const e = await failure(() => store.updateThread(thread.id, { title: 'never' }));
-    const during = ticks.count();
-    ticks.stop();
-    expect(e.code).toBe('TIMEOUT');
-    expect((e.cause as { code?: string }).code).toMatch(/^SQLITE_BUSY/);
-    expect(during).toBeGreaterThan(0);
-    const e2 = await failure(() => store.transaction(async (tx) => tx.createThread({})));
-    expect(e2.code).toBe('TIMEOUT');
-    await other.release();
-    expect((await store.getThread(thread.id))?.title).toBeNull();
-    expect((await store.listThreads()).items).toHaveLength(1);
-    await store.close();
-  });
+  it(
+    'ends a wait past busyTimeoutMs with TIMEOUT, the loop running throughout, and nothing written',
+    async () => {
+      const path = tempPath();
+      const store = createSqliteStore({ path }, { busyTimeoutMs: 150 });
+      const thread = await store.createThread({});
+      const other = await holdLock(path);
+      const ticks = ticker();
+      const e = await failure(() => store.updateThread(thread.id, { title: 'never' }));
+      const during = ticks.count();
+      ticks.stop();
+      expect(e.code).toBe('TIMEOUT');
+      expect((e.cause as { code?: string }).code).toMatch(/^SQLITE_BUSY/);
+      expect(during).toBeGreaterThan(0);
+      const e2 = await failure(() => store.transaction(async (tx) => tx.createThread({})));
+      expect(e2.code).toBe('TIMEOUT');
+      await other.release();
+      expect((await store.getThread(thread.id))?.title).toBeNull();
+      expect((await store.listThreads()).items).toHaveLength(1);
+      await store.close();
+    },
+    SLOW,
+  );
 });
 
 describe('driver failures', () => {
