@@ -14,7 +14,6 @@ export type CairnErrorCode =
   | 'CLOSED'
   | 'TIMEOUT'
   | 'ABORTED'
-  /** The database itself failed (cannot be opened or read); `cause` is the driver's error. */
   | 'UNAVAILABLE';
 
 const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([
