@@ -1,8 +1,9 @@
 import { realpathSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CairnError, isCairnError } from '@cairn/core';
-import { AsyncLock, ChangeEmitter } from '@cairn/store';
+import { CairnError, isCairnError, unavailable } from '@cairn/core';
+import type { StoreChange } from '@cairn/store';
+import { AsyncLock } from '@cairn/store/adapter';
 import Database from 'better-sqlite3';
 import * as sqliteVec from 'sqlite-vec';
 import { readSchemaVersion, runMigrations, SCHEMA_VERSION, schemaTooNew } from './migrations.js';
@@ -19,10 +20,8 @@ export class Connection {
   readonly db: SqliteDatabase;
   /** Calls run one at a time: a transaction holds this across its awaits. */
   readonly lock = new AsyncLock();
-  /** Calls queued on the lock or running under it; when 0 a call may run at once. */
-  queued = 0;
-  /** Listeners of every store on this connection: a write through one is a change for all. */
-  readonly emitter = new ChangeEmitter();
+  /** The stores listening on this connection: a write through one is a change for all. */
+  readonly #listeners = new Set<{ source: object; onChange: (c: StoreChange) => void }>();
   readonly #owns: boolean;
   readonly #key: string | SqliteDatabase;
   #refs = 0;
@@ -35,25 +34,33 @@ export class Connection {
     this.#key = key;
   }
 
-  /** A cached prepared statement. */
-  sql(source: string): SqliteStatement {
-    let s = this.#statements.get(source);
+  /** A cached prepared statement; with `raw`, one returning rows as arrays. */
+  sql(source: string, raw = false): SqliteStatement {
+    const key = raw ? `raw:${source}` : source;
+    let s = this.#statements.get(key);
     if (!s) {
-      s = this.db.prepare(source);
-      this.#statements.set(source, s);
+      s = raw ? this.db.prepare(source).raw(true) : this.db.prepare(source);
+      this.#statements.set(key, s);
     }
     return s;
   }
 
-  /** A cached statement returning rows as arrays. */
   rows(source: string): SqliteStatement {
-    const key = `raw:${source}`;
-    let s = this.#statements.get(key);
-    if (!s) {
-      s = this.db.prepare(source).raw(true);
-      this.#statements.set(key, s);
+    return this.sql(source, true);
+  }
+
+  /** Hears the changes committed through every other `source` on this connection. */
+  listen(source: object, onChange: (c: StoreChange) => void): () => void {
+    const listener = { source, onChange };
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Tells the other stores on this connection what `source` committed. */
+  broadcast(source: object, changes: readonly StoreChange[]): void {
+    for (const l of [...this.#listeners]) {
+      if (l.source !== source) for (const c of changes) l.onChange(c);
     }
-    return s;
   }
 
   /** One more store uses this connection; `FULL` from any of them holds for all. */
@@ -141,10 +148,9 @@ export function connect(
     if (!injected && db?.open) db.close();
     if (isCairnError(e)) throw e;
     const where = injected ? 'the injected database' : JSON.stringify(path);
-    throw new CairnError(
-      isBusy(e) ? 'TIMEOUT' : 'UNAVAILABLE',
-      `cannot open SQLite database ${where}: ${(e as Error).message}`,
-      { cause: e },
+    throw (
+      lockTimeout(e) ??
+      unavailable(`cannot open SQLite database ${where}: ${(e as Error).message}`, e)
     );
   }
   const conn = new Connection(db, !injected, key ?? db);
@@ -153,40 +159,22 @@ export function connect(
   return conn.retain(options.synchronous);
 }
 
-/** A SQLite error code, such as `SQLITE_CONSTRAINT_UNIQUE`, or undefined. */
-export function sqliteCode(e: unknown): string | undefined {
-  const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code.startsWith('SQLITE_') ? code : undefined;
-}
-
-/** Another connection holds the lock this statement needs. */
+/** Another connection holds the lock a statement needs. */
 export function isBusy(e: unknown): boolean {
-  const code = sqliteCode(e);
-  return code !== undefined && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
+  const code = (e as { code?: unknown } | null)?.code;
+  return (
+    typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
+  );
 }
 
-/** Codes that mean the database itself failed: the file, the disk, the permissions. */
-const UNAVAILABLE = /^SQLITE_(CANTOPEN|NOTADB|CORRUPT|IOERR|FULL|READONLY|PERM|AUTH|NOLFS)/;
-
-/** Turns driver errors that callers can act on into CairnErrors; rethrows the rest. */
-export function translate(e: unknown): never {
-  const code = sqliteCode(e);
-  if (code === undefined) throw e;
-  if (isBusy(e)) {
-    throw new CairnError(
-      'TIMEOUT',
-      `the database stayed locked by another connection: ${(e as Error).message}`,
-      {
-        cause: e,
-      },
-    );
-  }
-  if (UNAVAILABLE.test(code)) {
-    throw new CairnError('UNAVAILABLE', `the SQLite database failed: ${(e as Error).message}`, {
-      cause: e,
-    });
-  }
-  throw e;
+/** `TIMEOUT` for a lock wait that gave up; undefined for any other error. */
+export function lockTimeout(e: unknown): CairnError | undefined {
+  if (!isBusy(e)) return undefined;
+  return new CairnError(
+    'TIMEOUT',
+    `the database stayed locked by another connection: ${(e as Error).message}`,
+    { cause: e },
+  );
 }
 
 /** The first waits are short (a commit takes about a millisecond), then they grow. */
@@ -199,15 +187,19 @@ const LONGEST_WAIT_MS = 20;
  * `TIMEOUT`. `attempt` must change nothing when it fails with a lock error (a
  * `BEGIN IMMEDIATE` that did not begin, a read).
  */
-export async function untilUnlocked<T>(attempt: () => T, timeoutMs: number): Promise<T> {
+export async function untilUnlocked<T>(
+  attempt: () => T | Promise<T>,
+  timeoutMs: number,
+): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   let wait = FIRST_WAIT_MS;
   for (;;) {
     try {
-      return attempt();
+      return await attempt();
     } catch (e) {
       const left = deadline - performance.now();
-      if (!isBusy(e) || left <= 0) translate(e);
+      if (!isBusy(e)) throw e;
+      if (left <= 0) throw lockTimeout(e);
       // Jitter, so that processes waiting on one lock do not retry in step.
       await sleep(Math.min(left, wait * (0.5 + Math.random())));
       wait = Math.min(wait * 2, LONGEST_WAIT_MS);

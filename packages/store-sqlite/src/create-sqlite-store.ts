@@ -1,8 +1,9 @@
-import { CairnError } from '@cairn/core';
+import { invalidArgument } from '@cairn/core';
 import type { Store } from '@cairn/store';
+import { createStore } from '@cairn/store/adapter';
 import { connect } from './connection.js';
 import type { SqliteDatabase } from './sqlite-driver.js';
-import { RootRunner, Shared, SqliteStoreView } from './sqlite-store.js';
+import { SqliteDriver } from './sqlite-store.js';
 
 /** Where the store keeps its data: a file path (`:memory:` allowed) or an open database. */
 export type SqliteStoreSource =
@@ -33,7 +34,8 @@ export interface SqliteStoreOptions {
  * Opens a Cairn store on SQLite (better-sqlite3): WAL, foreign keys, lock waits on timers,
  * recursive-CTE chains, FTS5 keyword search and sqlite-vec vector search. The schema is
  * migrated on open; a file written by a newer version fails with `SCHEMA_TOO_NEW` and is
- * left untouched. Several processes may share one file.
+ * left untouched. Several processes may share one file; stores of one process on one
+ * file share one connection.
  *
  * @example
  * ```ts
@@ -50,43 +52,24 @@ export function createSqliteStore(
   source: SqliteStoreSource,
   options: SqliteStoreOptions = {},
 ): Store {
-  if (typeof source !== 'object' || source === null) {
-    throw new CairnError('INVALID_ARGUMENT', 'createSqliteStore expects { path } or { database }');
-  }
-  const synchronous = options.synchronous ?? 'NORMAL';
+  const { synchronous = 'NORMAL', busyTimeoutMs = 5000 } = options;
   if (synchronous !== 'NORMAL' && synchronous !== 'FULL') {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
-      `synchronous must be NORMAL or FULL, got ${JSON.stringify(synchronous)}`,
-    );
+    throw invalidArgument(`synchronous must be NORMAL or FULL, got ${JSON.stringify(synchronous)}`);
   }
-  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
+    throw invalidArgument(
       `busyTimeoutMs must be an integer >= 0, got ${JSON.stringify(busyTimeoutMs)}`,
     );
   }
-  if ('database' in source) {
-    const db = source.database;
-    if (!db || typeof db.prepare !== 'function' || !db.open) {
-      throw new CairnError(
-        'INVALID_ARGUMENT',
-        'createSqliteStore: `database` must be an open better-sqlite3 Database',
-      );
-    }
-  } else if (typeof source.path !== 'string' || source.path.length === 0) {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
-      `createSqliteStore: path must be a non-empty string, got ${JSON.stringify(source.path)}`,
+  const valid =
+    typeof source === 'object' && source !== null && 'database' in source
+      ? typeof source.database?.prepare === 'function' && source.database.open
+      : typeof source?.path === 'string' && source.path.length > 0;
+  if (!valid) {
+    throw invalidArgument(
+      'createSqliteStore expects { path } (a non-empty string) or { database } (an open better-sqlite3 Database)',
     );
   }
   const conn = connect(source, { synchronous, openTimeoutMs: busyTimeoutMs });
-  const durable = !conn.db.memory;
-  const shared = new Shared(
-    conn,
-    { vectorSearch: 'exact', notifications: 'process', multiProcess: durable, durable },
-    busyTimeoutMs,
-  );
-  return new SqliteStoreView(shared, new RootRunner(shared));
+  return createStore(new SqliteDriver(conn, busyTimeoutMs));
 }
