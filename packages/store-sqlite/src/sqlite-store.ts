@@ -22,14 +22,13 @@ import type {
   StateCommitDraft,
   ThreadRow,
 } from '@cairn/store/adapter';
-import { type Connection, lockTimeout, untilUnlocked } from './connection.js';
+import { type Connection, isBusy, lockTimeout, untilUnlocked } from './connection.js';
 import {
   decodeVector,
   encodeVector,
   MEMORY_COLUMNS,
   memoryFilterSql,
   memoryFromRow,
-  type SqlFragment,
 } from './memory-sql.js';
 import { runMigrations } from './migrations.js';
 
@@ -529,13 +528,8 @@ class SqliteSession implements DriverSession {
     return ranked.map((r) => ({ ...r, memory: bySeq.get(r.seq)! }));
   }
 
-  vectorCandidates(q: {
-    vector: number[];
-    filter: MemoryFilter;
-    count: number;
-    minSimilarity?: number;
-  }): MemoryRow[] {
-    const where: SqlFragment = memoryFilterSql(q.filter);
+  vectorCandidates(q: Parameters<DriverSession['vectorCandidates']>[0]): MemoryRow[] {
+    const where = memoryFilterSql(q.filter);
     // An exact scan of the rows the filter admits with sqlite-vec (in float32). A zero
     // vector has no cosine distance (NULL): it counts as similarity 0.
     const ranked = this.#c
@@ -543,23 +537,14 @@ class SqliteSession implements DriverSession {
         `SELECT seq, d FROM (
            SELECT m.seq, coalesce(vec_distance_cosine(m.embedding, ?), 1.0) AS d
              FROM cairn_memories m WHERE m.embedding IS NOT NULL AND ${where.sql}
-         ) WHERE ? IS NULL OR d <= ? ORDER BY d, seq LIMIT ?`,
+         ) WHERE d <= ? ORDER BY d, seq LIMIT ?`,
       )
-      .all(
-        encodeVector(q.vector),
-        ...where.params,
-        q.minSimilarity ?? null,
-        q.minSimilarity === undefined ? null : 1 - q.minSimilarity,
-        q.count,
-      ) as Row[];
+      // Cosine distances lie in [0, 2]: 2 admits every row.
+      .all(encodeVector(q.vector), ...where.params, 1 - (q.minSimilarity ?? -1), q.count) as Row[];
     return this.#hydrate(ranked.map((r) => ({ seq: r[0] as number })));
   }
 
-  keywordCandidates(q: {
-    terms: string[];
-    filter: MemoryFilter;
-    count: number;
-  }): KeywordCandidate[] {
+  keywordCandidates(q: Parameters<DriverSession['keywordCandidates']>[0]): KeywordCandidate[] {
     const where = memoryFilterSql(q.filter);
     // Any of the words, each quoted so that no user text is read as FTS5 syntax.
     const ftsQuery = q.terms.map((t) => `"${t.replaceAll('"', '""')}"`).join(' OR ');
@@ -666,12 +651,23 @@ export class SqliteDriver implements Driver {
 
   run<T>(fn: (session: DriverSession) => Promise<T>, options: SessionOptions): Promise<T> {
     const c = this.#conn;
-    // A read is retried whole when another process's lock stops it (it changed nothing).
-    if (!options.write)
-      return c.lock.run(() => untilUnlocked(() => fn(this.#session), this.#busyTimeoutMs));
+    const session = this.#session;
+    // Lock waits: the first try is immediate; only a lock held elsewhere waits, on timers.
+    const retry =
+      <R>(attempt: () => R | Promise<R>) =>
+      (e: unknown) => {
+        if (!isBusy(e)) throw e;
+        return untilUnlocked(attempt, this.#busyTimeoutMs);
+      };
+    // A read changes nothing: when another process's lock stops it, it is retried whole.
+    if (!options.write) return c.lock.run(() => fn(session).catch(retry(() => fn(session))));
     return c.lock.run(async () => {
-      await untilUnlocked(() => c.sql('BEGIN IMMEDIATE').run(), this.#busyTimeoutMs);
-      const session = this.#session;
+      const begin = () => c.sql('BEGIN IMMEDIATE').run();
+      try {
+        begin();
+      } catch (e) {
+        await retry(begin)(e);
+      }
       session.published = [];
       try {
         const result = await fn(session);
