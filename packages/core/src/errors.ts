@@ -13,7 +13,9 @@ export type CairnErrorCode =
   | 'SCHEMA_TOO_NEW'
   | 'CLOSED'
   | 'TIMEOUT'
-  | 'ABORTED';
+  | 'ABORTED'
+  /** The database or its driver failed (unreachable, missing, broken); `cause` says how. */
+  | 'UNAVAILABLE';
 
 const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([
   'NOT_FOUND',
@@ -27,6 +29,7 @@ const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([
   'CLOSED',
   'TIMEOUT',
   'ABORTED',
+  'UNAVAILABLE',
 ]);
 
 /**
