@@ -14,7 +14,6 @@ export type CairnErrorCode =
   | 'CLOSED'
   | 'TIMEOUT'
   | 'ABORTED'
-  /** The database or its driver failed (unreachable, missing, broken); `cause` says how. */
   | 'UNAVAILABLE';
 
 const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([

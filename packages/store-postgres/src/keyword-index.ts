@@ -30,8 +30,12 @@ export function searchVector(text: string): { vector: string; length: number } {
   for (const token of tokens) {
     const lex = lexeme(token);
     const n = tf.get(lex);
-    if (n !== undefined) tf.set(lex, n + 1);
-    else if ((budget -= Buffer.byteLength(lex)) >= 0) tf.set(lex, 1);
+    if (n !== undefined) {
+      tf.set(lex, n + 1);
+    } else {
+      budget -= Buffer.byteLength(lex);
+      if (budget >= 0) tf.set(lex, 1);
+    }
   }
   const parts: string[] = [];
   for (const [lex, n] of tf) {

@@ -12,8 +12,6 @@ import {
 } from '@cairn/core';
 import {
   type AcquiredLease,
-  BM25_B,
-  BM25_K1,
   type AcquireLeaseInput,
   type ChainOptions,
   type ChangeEmitter,
@@ -69,8 +67,8 @@ import {
   type ThreadPatch,
 } from '@cairn/store';
 import { encodeChange } from './change-listener.js';
-import { searchQuery, searchVector } from './keyword-index.js';
 import type { Gate } from './gate.js';
+import { searchQuery, searchVector } from './keyword-index.js';
 import type { VectorSupport } from './migrations.js';
 import { type Queryable, type Row, sqlState } from './queryable.js';
 import {
@@ -129,6 +127,10 @@ const notFound = (what: string, id: string) =>
 const conflict = (message: string, details: Record<string, unknown> = {}) =>
   new CairnError('CONFLICT', message, { details });
 const invalid = (message: string) => new CairnError('INVALID_ARGUMENT', message);
+
+/** BM25's parameters, the reference store's. */
+const BM25_K1 = 1.2;
+const BM25_B = 0.75;
 
 /** Vector candidates fetched beyond `limit`, so rescoring in float64 can reorder near-ties. */
 const RESCORE_SLACK = 8;

@@ -1,7 +1,7 @@
-import { CairnError, isCairnError } from '@cairn/core';
+import { type CairnError, isCairnError } from '@cairn/core';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
 import { describeServer, dropSchema, freshSchema, POSTGRES_URL } from './support.js';
 
@@ -54,8 +54,12 @@ describeServer('driver failures on the server are UNAVAILABLE', () => {
 });
 
 describe('driver failures on PGlite are UNAVAILABLE', () => {
+  let db: PGlite;
+  beforeAll(async () => {
+    db = await PGlite.create();
+  });
+
   it('a PGlite instance its owner closed; what a transaction function throws passes through', async () => {
-    const db = await PGlite.create();
     const store = await createPostgresStore({ client: db }, { schema: freshSchema() });
     const thread = await store.createThread({});
     const mine = new Error('mine');

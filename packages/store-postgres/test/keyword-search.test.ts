@@ -65,7 +65,8 @@ describe('keyword search on PGlite against the reference store', () => {
     await reference.addMemories(memories);
     for (const q of ['when is the launch?', 'run', 'café naïve', '東京 v2', 'FALCONS 2026', 'of'])
       await expectSameHits(pg, reference, q);
-    for (let i = 0; i < 10; i++) await expectSameHits(pg, reference, rng.sample(WORDS, 3).join(' '));
+    for (let i = 0; i < 10; i++)
+      await expectSameHits(pg, reference, rng.sample(WORDS, 3).join(' '));
     await pg.close();
   });
 

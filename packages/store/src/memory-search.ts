@@ -33,10 +33,6 @@ export function matchesMemoryFilter(memory: Memory, filter: MemoryFilter = {}): 
   return true;
 }
 
-/** BM25's parameters, for every store's keyword ranking. */
-export const BM25_K1 = 1.2;
-export const BM25_B = 0.75;
-
 /**
  * The words of a text for keyword search: lower-cased runs of letters and digits.
  * Adapters use it to build their full-text queries from user input safely.

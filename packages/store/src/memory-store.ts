@@ -12,13 +12,7 @@ import {
 } from '@cairn/core';
 import { ChangeEmitter } from './emitter.js';
 import { AsyncLock } from './lock.js';
-import {
-  BM25_B,
-  BM25_K1,
-  cosineSimilarity,
-  keywordTokens,
-  matchesMemoryFilter,
-} from './memory-search.js';
+import { cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
 import type {
   AcquiredLease,
   AcquireLeaseInput,
@@ -114,6 +108,9 @@ function stripSeq<T extends { seq: number }>(row: T): Omit<T, 'seq'> {
   const { seq: _seq, ...rest } = row;
   return copy(rest);
 }
+
+const BM25_K1 = 1.2;
+const BM25_B = 0.75;
 
 /**
  * The operations on the data, synchronous. Every public call runs one of these under
