@@ -115,3 +115,16 @@ export function notFound(what: string, id: string, details?: Record<string, unkn
 export function conflict(message: string, details?: Record<string, unknown>): CairnError {
   return new CairnError('CONFLICT', message, details ? { details } : {});
 }
+
+/**
+ * `UNAVAILABLE`: the database or its client failed (connection refused, a file that is
+ * not a database, a lost connection). The driver's error is the `cause`.
+ *
+ * @example
+ * ```ts
+ * throw unavailable('could not reach the database', err);
+ * ```
+ */
+export function unavailable(message: string, cause: unknown): CairnError {
+  return new CairnError('UNAVAILABLE', message, { cause });
+}
