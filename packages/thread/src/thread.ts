@@ -509,11 +509,12 @@ export class CairnThread<S extends StateSchema<any>> {
   /**
    * Makes a new branch whose head is `messageId`, named by the rewind rule
    * (`main` -> `main-v2`, ...), switches to it and drops pending messages. Its state
-   * starts as the state as of that message.
+   * starts as the state as of that message. `rewind(null)` starts an empty branch with
+   * the initial state; the old branches keep their messages.
    */
-  rewind(messageId: string): Promise<Branch> {
+  rewind(messageId: string | null): Promise<Branch> {
     return this.#serial(async () => {
-      const m = await this.#threadMessage(messageId);
+      const m = messageId === null ? null : await this.#threadMessage(messageId);
       const b = await this.#fork(m, { activate: true });
       this.#pending = [];
       return b;

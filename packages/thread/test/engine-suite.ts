@@ -280,6 +280,21 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(await code(t.rewind('no-such-message'))).toBe('NOT_FOUND');
       });
 
+      it('rewind(null) starts an empty branch with the initial state; the old one keeps its messages', async () => {
+        const t = await open();
+        await say(t, 'a', 'b');
+        await t.update({ objective: 'x' });
+        const empty = await t.rewind(null);
+        expect(empty).toMatchObject({ name: 'main-v2', headMessageId: null, isActive: true });
+        expect(await t.history()).toEqual([]);
+        expect(t.state.objective).toBeUndefined();
+        await say(t, 'c');
+        expect(texts(await t.history())).toEqual(['c']);
+        await t.switchBranch('main');
+        expect(texts(await t.history())).toEqual(['a', 'b']);
+        expect(t.state.objective).toBe('x');
+      });
+
       it('rewind takes the next free number when the computed name exists', async () => {
         const t = await open();
         const [m1] = await say(t, 'a');
