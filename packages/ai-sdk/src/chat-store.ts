@@ -10,11 +10,12 @@ import {
   notFound,
   type StateSchema,
   type Thread,
+  toJson,
 } from '@cairn/core';
 import type { ListThreadsOptions, NewMessage, Page, Store } from '@cairn/store';
 import { type CairnThread, type MessageInput, openThread } from '@cairn/thread';
 import type { UIMessage } from 'ai';
-import { checkShape, toJson } from './ui-message.js';
+import { checkShape } from './ui-message.js';
 
 /** The `type` of the Cairn messages that hold a `UIMessage` (its JSON is the message's `data`). */
 export const UI_MESSAGE_TYPE = 'ui-message';
@@ -297,7 +298,7 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     return messages.slice(at + 1).map((m, k) => ({
       role: m.role,
       type: UI_MESSAGE_TYPE,
-      data: toJson(m, at + 1 + k),
+      data: toJson(m, `messages[${at + 1 + k}]`),
     }));
   }
 
@@ -328,7 +329,7 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
 
   /** Whether the client's message `m` is the stored message `s` (its position is `s.depth`). */
   #same(m: UIMessage, s: Message): boolean {
-    return (s.data as { id?: unknown }).id === m.id && jsonEqual(toJson(m, s.depth), s.data);
+    return (s.data as { id?: unknown }).id === m.id && jsonEqual(toJson(m, `messages[${s.depth}]`), s.data);
   }
 
   /** The chat's branches, in creation order. `NOT_FOUND` when the chat does not exist. */

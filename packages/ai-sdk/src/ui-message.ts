@@ -1,4 +1,4 @@
-import { invalidArgument, type JsonObject, type JsonValue } from '@cairn/core';
+import { invalidArgument } from '@cairn/core';
 import type { UIMessage } from 'ai';
 
 /** The roles the AI SDK gives a `UIMessage`. */
@@ -30,52 +30,3 @@ export function checkShape(m: unknown, i: number): asserts m is UIMessage {
   }
 }
 
-/**
- * The message as the JSON the client would receive: object keys whose value is
- * `undefined` are left out (as `JSON.stringify` does; the AI SDK's own objects carry
- * some), anything else that is not plain JSON (a Date, a function, NaN, a class
- * instance, a cycle) is `INVALID_ARGUMENT` naming its path, e.g. `messages[3].metadata.at`.
- */
-export function toJson(m: UIMessage, i: number): JsonObject {
-  return plain(m, `messages[${i}]`, new Set()) as JsonObject;
-}
-
-function plain(v: unknown, path: string, seen: Set<object>): JsonValue {
-  switch (typeof v) {
-    case 'string':
-    case 'boolean':
-      return v;
-    case 'number':
-      if (Number.isFinite(v)) return v;
-      throw invalidArgument(`${path}: ${v} is not a JSON number`, { path });
-    case 'object':
-      break;
-    default:
-      throw invalidArgument(
-        `${path}: ${typeof v === 'undefined' ? 'undefined' : `a ${typeof v}`} is not JSON`,
-        {
-          path,
-        },
-      );
-  }
-  if (v === null) return null;
-  if (seen.has(v)) throw invalidArgument(`${path}: a cycle is not JSON`, { path });
-  seen.add(v);
-  let out: JsonValue;
-  if (Array.isArray(v)) {
-    out = v.map((x, k) => plain(x, `${path}[${k}]`, seen));
-  } else {
-    const proto = Object.getPrototypeOf(v);
-    if (proto !== Object.prototype && proto !== null) {
-      const name = (v as { constructor?: { name?: string } }).constructor?.name ?? 'object';
-      throw invalidArgument(`${path}: an instance of ${name} is not plain JSON`, { path });
-    }
-    const o: JsonObject = {};
-    for (const [k, x] of Object.entries(v)) {
-      if (x !== undefined) o[k] = plain(x, `${path}.${k}`, seen);
-    }
-    out = o;
-  }
-  seen.delete(v);
-  return out;
-}

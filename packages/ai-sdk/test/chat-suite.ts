@@ -258,7 +258,7 @@ export function describeChatStore(s: ChatTestStore): void {
       ).toBe('messages[2].metadata.at: an instance of Date is not plain JSON');
       expect(
         (await bad({ id: 'x', role: 'user', parts: [{ type: 'text', text: 1n }] })).message,
-      ).toBe('messages[2].parts[0].text: a bigint is not JSON');
+      ).toBe('messages[2].parts[0].text: BigInt is not JSON');
       expect((await bad(base[0])).message).toMatch(/^messages\[2\]\.id .* appears twice/);
       // A bad message after an edit: the edit is not half-saved either.
       const edit = { ...base[0]!, parts: [{ type: 'text', text: 'changed' }] };

@@ -14,6 +14,7 @@ export {
   type JsonObject,
   type JsonPrimitive,
   type JsonValue,
+  toJson,
 } from './json.js';
 export * from './model.js';
 export { type MessagesUpdate, type Reducer, type RemoveMessage, reducers } from './reducers.js';
