@@ -329,7 +329,10 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
 
   /** Whether the client's message `m` is the stored message `s` (its position is `s.depth`). */
   #same(m: UIMessage, s: Message): boolean {
-    return (s.data as { id?: unknown }).id === m.id && jsonEqual(toJson(m, `messages[${s.depth}]`), s.data);
+    return (
+      (s.data as { id?: unknown }).id === m.id &&
+      jsonEqual(toJson(m, `messages[${s.depth}]`), s.data)
+    );
   }
 
   /** The chat's branches, in creation order. `NOT_FOUND` when the chat does not exist. */

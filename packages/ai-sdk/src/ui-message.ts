@@ -29,4 +29,3 @@ export function checkShape(m: unknown, i: number): asserts m is UIMessage {
     throw invalidArgument(`messages[${i}].parts must be an array`, { index: i, id });
   }
 }
-

@@ -24,7 +24,11 @@ describe('README examples', () => {
       writeFileSync(file, code);
       const printed: string[] = [];
       const log = vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => {
-        printed.push(args.map((a) => (typeof a === 'string' ? a : inspect(a, { breakLength: Infinity }))).join(' '));
+        printed.push(
+          args
+            .map((a) => (typeof a === 'string' ? a : inspect(a, { breakLength: Infinity })))
+            .join(' '),
+        );
       });
       process.chdir(dir); // where the example's database file goes
       try {

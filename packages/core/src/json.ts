@@ -122,7 +122,8 @@ function copyJson(v: unknown, path: string, seen: Set<object>): JsonValue {
       throw invalidArgument(`${path}: an instance of ${name} is not plain JSON`, { path });
     }
     const o: JsonObject = {};
-    for (const [k, x] of Object.entries(v)) if (x !== undefined) o[k] = copyJson(x, `${path}.${k}`, seen);
+    for (const [k, x] of Object.entries(v))
+      if (x !== undefined) o[k] = copyJson(x, `${path}.${k}`, seen);
     out = o;
   }
   seen.delete(v);

@@ -13,7 +13,11 @@ function message(fn: () => unknown): string {
 
 describe('toJson', () => {
   it('copies JSON, leaving out object keys whose value is undefined', () => {
-    const input = { id: 'm', metadata: undefined, parts: [{ type: 'text', text: 'hi', extra: undefined }] };
+    const input = {
+      id: 'm',
+      metadata: undefined,
+      parts: [{ type: 'text', text: 'hi', extra: undefined }],
+    };
     const out = toJson(input, 'm');
     expect(out).toEqual({ id: 'm', parts: [{ type: 'text', text: 'hi' }] });
     expect(Object.keys(out as object)).toEqual(['id', 'parts']);
