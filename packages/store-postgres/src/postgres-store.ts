@@ -1354,6 +1354,10 @@ export class PostgresStore implements Store {
     await this.#core.gate.exclusive(() => this.#core.migrate());
   }
 
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   async close(): Promise<void> {
     if (this.#tx) throw invalid('close() the store, not the store handed to transaction()');
     await this.#core.close();
