@@ -444,6 +444,12 @@ class SqliteSession implements DriverSession {
   // ---------------------------------------------------------------- leases
 
   /** A write session holds the file's write lock already: the row is as good as locked. */
+  lockBranch(branchId: string): Branch | null {
+    // A write session holds the database's write lock (BEGIN IMMEDIATE, waited for up to
+    // the busy timeout): every other writer already waits for it.
+    return this.getBranchById(branchId);
+  }
+
   lockLease(key: string): Lease | null {
     return this.getLease(key);
   }

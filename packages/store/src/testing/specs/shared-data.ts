@@ -2,7 +2,7 @@ import { isCairnError, newId } from '@cairn/core';
 import { describe, expect, it, type TestContext } from 'vitest';
 import type { Store, StoreCapabilities, StoreChange } from '../../store.js';
 import { disposeStore, SLOW_TEST_TIMEOUT, type StoreConformanceOptions } from '../context.js';
-import { makeChain, makeThread } from '../helpers.js';
+import { expectCode, makeChain, makeThread } from '../helpers.js';
 
 /**
  * Two stores on one database, as two processes would have: registered only when the
@@ -134,6 +134,70 @@ export function describeSharedData(options: StoreConformanceOptions): void {
           );
           expect(commits.map((c) => c.update.tag).sort()).toEqual(
             Array.from({ length: 20 }, (_, i) => `w${i}`).sort(),
+          );
+        },
+        ['multiProcess', true],
+      ),
+      SLOW_TEST_TIMEOUT,
+    );
+
+    it(
+      'queues writers that lock the branch: none loses a compare-and-set, a long wait is TIMEOUT (multiProcess)',
+      pair(
+        async (a, b) => {
+          const t = await makeThread(a);
+          const chain = await makeChain(a, t.id, 1);
+          const branch = await a.createBranch({
+            threadId: t.id,
+            name: 'main',
+            headMessageId: chain[0]!.id,
+          });
+          // Locked writers on both stores, racing optimistic ones that may lose.
+          const locked = (s: Store, tag: string) =>
+            s.transaction(async (tx) => {
+              const at = await tx.lockBranch(branch.id);
+              const latest = await tx.getLatestStateCommit(branch.id);
+              await tx.appendStateCommit(
+                { branchId: branch.id, messageId: at.headMessageId, update: { tag } },
+                latest?.version ?? 0,
+              );
+            });
+          const optimistic = async (s: Store, tag: string) => {
+            const latest = await s.getLatestStateCommit(branch.id);
+            await s.appendStateCommit(
+              { branchId: branch.id, messageId: null, update: { tag } },
+              latest?.version ?? 0,
+            );
+          };
+          const results = await Promise.allSettled(
+            Array.from({ length: 24 }, (_, i) =>
+              (i % 3 === 2 ? optimistic : locked)(i % 2 ? a : b, `w${i}`),
+            ),
+          );
+          results.forEach((r, i) => {
+            if (i % 3 !== 2) expect([i, r.status]).toEqual([i, 'fulfilled']);
+            else if (r.status === 'rejected') expect(isCairnError(r.reason, 'CONFLICT')).toBe(true);
+          });
+          const commits = await b.getStateCommits(branch.id);
+          const won = results.filter((r) => r.status === 'fulfilled').length;
+          expect(commits.map((c) => c.version)).toEqual(
+            Array.from({ length: won }, (_, i) => i + 1),
+          );
+          // While one store holds the lock, the other's wait ends in TIMEOUT, changing nothing.
+          await a.transaction(async (tx) => {
+            await tx.lockBranch(branch.id);
+            await expectCode(
+              () =>
+                b.transaction(async (tb) => {
+                  await tb.lockBranch(branch.id, { timeoutMs: 100 });
+                  await tb.moveHead(branch.id, chain[0]!.id, chain[0]!.id);
+                }),
+              'TIMEOUT',
+            );
+          });
+          expect(await b.getStateCommits(branch.id)).toHaveLength(won);
+          expect(await b.lockBranch(branch.id, { timeoutMs: 100 })).toEqual(
+            await a.getBranchById(branch.id),
           );
         },
         ['multiProcess', true],
