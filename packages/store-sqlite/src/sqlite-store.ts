@@ -221,20 +221,15 @@ class SqliteSession implements DriverSession {
   // ---------------------------------------------------------------- messages
 
   lookupMessageBatch(ids: { threadIds: string[]; messageIds: string[] }): MessageBatchLookup {
-    const threadIds = new Set(
-      this.#raw(
-        `SELECT id FROM cairn_threads WHERE id ${IN_LIST}`,
-        (r) => r[0] as string,
-        json(ids.threadIds),
-      ),
-    );
+    // One primary-key probe per id: far cheaper than a json_each list for the few ids of a call.
+    const thread = this.#c.rows('SELECT 1 FROM cairn_threads WHERE id = ?');
+    const message = this.#c.rows('SELECT thread_id, depth FROM cairn_messages WHERE id = ?');
     const messages = new Map<string, { threadId: string; depth: number }>();
-    for (const r of this.#c
-      .rows(`SELECT id, thread_id, depth FROM cairn_messages WHERE id ${IN_LIST}`)
-      .all(json(ids.messageIds)) as Row[]) {
-      messages.set(r[0] as string, { threadId: r[1] as string, depth: r[2] as number });
+    for (const id of ids.messageIds) {
+      const r = message.get(id) as Row | undefined;
+      if (r) messages.set(id, { threadId: r[0] as string, depth: r[1] as number });
     }
-    return { threadIds, messages };
+    return { threadIds: new Set(ids.threadIds.filter((id) => thread.get(id))), messages };
   }
 
   insertMessages(messages: Message[]): void {
