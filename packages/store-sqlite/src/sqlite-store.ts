@@ -532,10 +532,15 @@ class SqliteSession implements DriverSession {
         `SELECT seq, d FROM (
            SELECT m.seq, coalesce(vec_distance_cosine(m.embedding, ?), 1.0) AS d
              FROM cairn_memories m WHERE m.embedding IS NOT NULL AND ${where.sql}
-         ) WHERE d <= ? ORDER BY d, seq LIMIT ?`,
+         ) ${q.minSimilarity === undefined ? '' : 'WHERE d <= ?'} ORDER BY d, seq LIMIT ?`,
       )
-      // Cosine distances lie in [0, 2]: 2 admits every row.
-      .all(encodeVector(q.vector), ...where.params, 1 - (q.minSimilarity ?? -1), q.count) as Row[];
+      // No WHERE on d without a threshold: SQLite would compute every distance twice.
+      .all(
+        encodeVector(q.vector),
+        ...where.params,
+        ...(q.minSimilarity === undefined ? [] : [1 - q.minSimilarity]),
+        q.count,
+      ) as Row[];
     return this.#hydrate(ranked.map((r) => ({ seq: r[0] as number })));
   }
 
