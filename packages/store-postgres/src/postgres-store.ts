@@ -1359,6 +1359,10 @@ export class PostgresStore implements Store {
     await this.#core.close();
   }
 
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   // ------------------------------------------------------------------ helpers
 
   #one<T>(sql: string, params: unknown[], map: (r: Row) => T): Promise<T | null> {

@@ -1413,6 +1413,10 @@ export class SqliteStoreView implements Store {
     this.#s.clearStatements();
     if (this.#s.ownsDb && this.#s.db.open) this.#s.db.close();
   }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
 }
 
 export { RootRunner, Shared };

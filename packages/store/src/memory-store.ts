@@ -739,6 +739,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
       closed = true;
       emitter.clear();
     };
+    facade[Symbol.asyncDispose as unknown as string] = facade.close;
     return facade as unknown as Store;
   };
 

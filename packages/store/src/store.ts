@@ -338,4 +338,6 @@ export interface Store {
   migrate(): Promise<void>;
   /** Releases what the store opened itself. Calls afterwards fail with `CLOSED`. */
   close(): Promise<void>;
+  /** `close()`, so that `await using store = ...` closes the store at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>;
 }

@@ -1,6 +1,7 @@
 import {
   applyUpdate,
   assertJson,
+  defineState,
   type Branch,
   CairnError,
   type Checkpoint,
@@ -56,9 +57,14 @@ export interface PendingMessage {
   readonly callerId: boolean;
 }
 
-export interface OpenThreadOptions<S extends StateSchema<any>> {
-  /** The state schema; `thread.state` holds its thread-scoped fields. */
-  schema: S;
+/** The schema of a thread without state of its own: messages, branches and checkpoints only. */
+export type NoState = StateSchema<Record<never, never>>;
+
+const NO_STATE: NoState = defineState({});
+
+export interface OpenThreadOptions<S extends StateSchema<any> = NoState> {
+  /** The state schema; `thread.state` holds its thread-scoped fields. Default: no state. */
+  schema?: S;
   /** Opens this thread, creating it (with this id) when it does not exist. A new thread when omitted. */
   threadId?: string;
   /** Used when the thread is created. */
@@ -101,16 +107,15 @@ const backoff = (attempt: number) => sleep(Math.random() * Math.min(50, 2 ** Mat
  * await thread.update({ keyInsights: ['stacked stones mark a trail'] });
  * ```
  */
-export async function openThread<S extends StateSchema<any>>(
+export async function openThread<S extends StateSchema<any> = NoState>(
   store: Store,
-  options: OpenThreadOptions<S>,
+  options: OpenThreadOptions<S> = {},
 ): Promise<CairnThread<S>> {
-  if (
-    typeof options !== 'object' ||
-    options === null ||
-    typeof options.schema?.initial !== 'function'
-  ) {
-    throw new CairnError('INVALID_ARGUMENT', 'openThread needs { schema } made with defineState');
+  if (typeof options !== 'object' || options === null) {
+    throw new CairnError('INVALID_ARGUMENT', 'openThread options must be an object');
+  }
+  if (options.schema !== undefined && typeof options.schema?.initial !== 'function') {
+    throw new CairnError('INVALID_ARGUMENT', 'the schema must be made with defineState');
   }
   if (
     options.turnRetentionMs !== undefined &&
@@ -214,7 +219,7 @@ export class CairnThread<S extends StateSchema<any>> {
   /** @internal — use `openThread`. */
   constructor(store: Store, record: ThreadRecord, options: OpenThreadOptions<S>, branch: Branch) {
     this.#store = store;
-    this.#schema = options.schema;
+    this.#schema = options.schema ?? (NO_STATE as S);
     this.#record = record;
     this.#retentionMs = options.turnRetentionMs ?? DEFAULT_RETENTION_MS;
     this.#policy = resolveSnapshotPolicy(options.snapshotPolicy);

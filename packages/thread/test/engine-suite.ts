@@ -100,8 +100,27 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(await code(open({ threadId: id, branch: 'nope' }))).toBe('NOT_FOUND');
       });
 
-      it('rejects a missing schema with INVALID_ARGUMENT', async () => {
-        expect(await code(openThread(store, {} as never))).toBe('INVALID_ARGUMENT');
+      it('rejects a schema not made with defineState with INVALID_ARGUMENT', async () => {
+        expect(await code(openThread(store, { schema: {} as never }))).toBe('INVALID_ARGUMENT');
+        expect(await code(openThread(store, null as never))).toBe('INVALID_ARGUMENT');
+      });
+
+      it('keeps plain history without a schema: no state, every message operation', async () => {
+        const t = await openThread(store, { resourceId: 'plain' });
+        expect(t.state).toEqual({});
+        t.add({ role: 'user', data: 'q' });
+        const [q] = await t.save();
+        t.add({ role: 'assistant', data: 'a' });
+        await t.save();
+        await t.checkpoint('answered');
+        await t.rewind(q!.id);
+        expect((await t.history()).map((m) => m.data)).toEqual(['q']);
+        expect(await t.stateAt(q!.id)).toEqual({});
+        expect(await code(t.update({ anything: 1 } as never))).toBe('INVALID_UPDATE');
+        const bare = await openThread(store);
+        expect(bare.id).not.toBe(t.id);
+        await bare.close();
+        await t.close();
       });
     });
 
