@@ -1,10 +1,10 @@
 import {
   applyUpdate,
   assertJson,
-  defineState,
   type Branch,
   CairnError,
   type Checkpoint,
+  defineState,
   isCairnError,
   type JsonObject,
   type JsonValue,
