@@ -101,14 +101,17 @@ try {
     const publint = await runAsync(bin('publint'), ['--strict', pkg.tarball]);
     if (publint.status !== 0 || !/All good/.test(publint.out))
       fail(`${name}: publint\n${publint.out}`);
-    // ESM only by design: Node 20.19+ require()s it (checked for real below), so the one
-    // rule about CommonJS resolving to ESM does not apply; every other rule does.
+    // ESM only by design: Node 20.19+ require()s it (checked for real below), so the rule
+    // about CommonJS resolving to ESM does not apply, nor TypeScript's node10 resolution
+    // (it predates `exports` and cannot see subpaths); every other rule does.
     const attw = await runAsync(bin('attw'), [
       pkg.tarball,
       '--format',
       'ascii',
       '--ignore-rules',
       'cjs-resolves-to-esm',
+      '--profile',
+      'node16',
     ]);
     if (attw.status !== 0) fail(`${name}: @arethetypeswrong/cli\n${attw.out}`);
     log(`${name}: publint and attw done`);
@@ -173,6 +176,8 @@ log('pack check passed');
 /** LICENSE, source maps whose sources ship, README references that exist in the tarball. */
 function checkContents(name, files, unpacked) {
   if (!files.has('LICENSE')) fail(`${name}: the tarball has no LICENSE`);
+  const manifest = readFileSync(join(unpacked, 'package.json'), 'utf8');
+  if (manifest.includes('workspace:')) fail(`${name}: the packed package.json still says workspace:`);
   if (!files.has('README.md')) fail(`${name}: the tarball has no README.md`);
   for (const f of files) {
     if (/(^|\/)(test|__tests__)\/|\.test\.[cm]?[jt]s$/.test(f))
@@ -275,6 +280,12 @@ function dependenciesFor(packages, examples) {
         throw new Error(`${ex.where}: the example imports ${dep}, which no package declares`);
       deps[dep] = range;
     }
+  }
+  // Type declarations the workspace uses for a module the examples import (pg -> @types/pg).
+  for (const dep of Object.keys(deps)) {
+    const types = `@types/${dep.replace(/^@([^/]+)\//, '$1__')}`;
+    const range = declared(types);
+    if (range) deps[types] = range;
   }
   const sqlite = betterSqlite(packages);
   if (sqlite) deps['better-sqlite3'] = sqlite.version;
@@ -395,7 +406,7 @@ function checkExamples(examples, env) {
     }
     const t0 = Date.now();
     const r = ex.file.endsWith('.test.ts')
-      ? run('npx', ['--no-install', 'vitest', 'run', '--root', app, '--dir', 'examples', ex.file], {
+      ? run('npx', ['--no-install', 'vitest', 'run', '--root', app, '--dir', join(app, 'examples'), ex.file], {
           cwd: runDir,
           env: runEnv,
           timeout: 120_000,
