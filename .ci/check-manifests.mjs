@@ -58,6 +58,21 @@ for (const { dir, manifest: m } of publicPackages()) {
     next.files = [...new Set([...(next.files ?? ['dist']), 'src'])];
     next.engines = { ...next.engines, node: ENGINES };
     writeFileSync(join(root, dir, 'package.json'), `${JSON.stringify(next, null, 2)}\n`);
+    const readme = join(root, dir, 'README.md');
+    if (existsSync(readme)) {
+      const text = readFileSync(readme, 'utf8');
+      if (!text.includes(`npm install ${name}`)) {
+        // After the title and the first paragraph: the package and its @cairn peers.
+        const peers = Object.keys(m.peerDependencies ?? {}).filter((d) => d.startsWith('@cairn/'));
+        const line = `\`\`\`sh\nnpm install ${[name, ...peers].join(' ')}\n\`\`\`\n\n`;
+        const at = text.search(/\n\n(?!#)/);
+        const cut = at === -1 ? text.length : text.indexOf('\n\n', at + 2) + 2;
+        writeFileSync(
+          readme,
+          cut < 2 ? `${text}\n${line}` : text.slice(0, cut) + line + text.slice(cut),
+        );
+      }
+    }
     if (!existsSync(join(root, dir, 'LICENSE')))
       copyFileSync(join(root, 'LICENSE'), join(root, dir, 'LICENSE'));
     continue;
@@ -85,7 +100,7 @@ for (const { dir, manifest: m } of publicPackages()) {
 }
 
 if (fix) {
-  console.log('manifests: fixed; add an install line to any README that lacks one');
+  console.log('manifests: fixed (metadata, exports, files, engines, LICENSE, install lines)');
 } else if (problems.length > 0) {
   console.error(problems.map((p) => `manifest: ${p}`).join('\n'));
   console.error(

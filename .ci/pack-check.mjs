@@ -177,7 +177,8 @@ log('pack check passed');
 function checkContents(name, files, unpacked) {
   if (!files.has('LICENSE')) fail(`${name}: the tarball has no LICENSE`);
   const manifest = readFileSync(join(unpacked, 'package.json'), 'utf8');
-  if (manifest.includes('workspace:')) fail(`${name}: the packed package.json still says workspace:`);
+  if (manifest.includes('workspace:'))
+    fail(`${name}: the packed package.json still says workspace:`);
   if (!files.has('README.md')) fail(`${name}: the tarball has no README.md`);
   for (const f of files) {
     if (/(^|\/)(test|__tests__)\/|\.test\.[cm]?[jt]s$/.test(f))
@@ -406,11 +407,15 @@ function checkExamples(examples, env) {
     }
     const t0 = Date.now();
     const r = ex.file.endsWith('.test.ts')
-      ? run('npx', ['--no-install', 'vitest', 'run', '--root', app, '--dir', join(app, 'examples'), ex.file], {
-          cwd: runDir,
-          env: runEnv,
-          timeout: 120_000,
-        })
+      ? run(
+          'npx',
+          ['--no-install', 'vitest', 'run', '--root', app, '--dir', join(app, 'examples'), ex.file],
+          {
+            cwd: runDir,
+            env: runEnv,
+            timeout: 120_000,
+          },
+        )
       : run('node', [join(app, 'out', ex.file.replace(/\.tsx?$/, '.js'))], {
           cwd: runDir,
           env: runEnv,

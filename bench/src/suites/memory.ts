@@ -1,4 +1,4 @@
-import { createMemory, type Embedder, hashingEmbedder, type RecallMode } from '@cairn/memory';
+import { createMemory, hashingEmbedder, type RecallMode } from '@cairn/memory';
 import { keywordTokens, type NewMemory, type Store } from '@cairn/store';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import { memories as labelled, queries } from '../data/memory-retrieval.js';
@@ -198,7 +198,7 @@ async function recallLatency(
   log: (line: string) => void,
 ): Promise<{ rows: Comparison[]; n: number; visible: number }> {
   const N = 100_000;
-  const embedder: Embedder = hashingEmbedder({ dimensions: 384 });
+  const embedder = hashingEmbedder({ dimensions: 384 });
   const store = createSqliteStore({ path: ':memory:' });
   await store.ensureEmbeddingSpace({ embedderId: embedder.id, dimensions: embedder.dimensions });
   const texts = syntheticTexts(N, 7);

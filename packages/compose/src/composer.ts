@@ -1,15 +1,14 @@
-import { CairnError } from '@cairn/core';
-import { LRUCache } from 'lru-cache';
-import { freezeCopy, isPlainObject, setOwn } from './freeze-copy.js';
 import {
+  CairnError,
   type ComposeMessage,
-  checkBudget,
-  checkProvider,
   type Provider,
   type ProviderContext,
   type ProviderKeyContext,
   type ProviderResult,
-} from './provider.js';
+} from '@cairn/core';
+import { LRUCache } from 'lru-cache';
+import { checkBudget, checkProvider } from './check-provider.js';
+import { freezeCopy, isPlainObject, setOwn } from './freeze-copy.js';
 
 /** A provider that failed without failing the composition. */
 export type ProviderDiagnostic =
@@ -46,12 +45,26 @@ export interface Composed {
   readonly diagnostics: readonly ProviderDiagnostic[];
 }
 
+/** What the composer uses when `cache` or `timeoutMs` is left out. */
+export const COMPOSER_DEFAULTS = Object.freeze({
+  /**
+   * Every key holds the version token, so entries never go stale; the bound only caps
+   * memory. No ttl: a version that does not change is served from the cache.
+   */
+  cache: Object.freeze({ max: 1000 }),
+  /** Long enough for a database query or an embedding call, short enough that a hung provider does not stall a turn. */
+  timeoutMs: 5000,
+});
+
 export interface ComposerOptions<M extends ComposeMessage = ComposeMessage, S = unknown> {
   providers?: Iterable<Provider<M, S>>;
-  /** The composition cache: at most `max` entries (LRU), each living at most `ttlMs`. */
-  cache: { max: number; ttlMs?: number };
-  /** Default budget for each provider, in ms. */
-  timeoutMs: number;
+  /**
+   * The composition cache: at most `max` entries (LRU), each living at most `ttlMs`.
+   * Default `{ max: 1000 }` with no ttl.
+   */
+  cache?: { max: number; ttlMs?: number };
+  /** Default budget for each provider, in ms. Default 5000. */
+  timeoutMs?: number;
 }
 
 export interface ComposeOptions<S = unknown> {
@@ -158,15 +171,17 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
   #misses = 0;
   #joined = 0;
 
-  constructor(options: ComposerOptions<M, S>) {
+  constructor(options: ComposerOptions<M, S> = {}) {
     if (typeof options !== 'object' || options === null) {
       throw new CairnError(
         'INVALID_ARGUMENT',
-        'createComposer needs options { providers, cache: { max, ttlMs? }, timeoutMs }',
+        'createComposer takes options { providers?, cache?: { max, ttlMs? }, timeoutMs? }',
       );
     }
-    this.#timeoutMs = checkBudget(options.timeoutMs, 'timeoutMs');
-    const cache = options.cache as { max?: unknown; ttlMs?: unknown } | undefined;
+    this.#timeoutMs = checkBudget(options.timeoutMs ?? COMPOSER_DEFAULTS.timeoutMs, 'timeoutMs');
+    const cache = (options.cache ?? COMPOSER_DEFAULTS.cache) as
+      | { max?: unknown; ttlMs?: unknown }
+      | undefined;
     if (typeof cache !== 'object' || cache === null) {
       throw new CairnError('INVALID_ARGUMENT', 'cache must be an object { max, ttlMs? }');
     }
@@ -577,6 +592,7 @@ function describe(error: unknown): string {
 /**
  * Creates a composer: a set of context providers, run in parallel with budgets, and a
  * bounded LRU cache of their compositions keyed by message id, provider set and version.
+ * `cache` defaults to `{ max: 1000 }` and `timeoutMs` to 5000 ({@link COMPOSER_DEFAULTS}).
  *
  * @example
  * ```ts
@@ -585,14 +601,12 @@ function describe(error: unknown): string {
  *     { name: 'PERSONA', position: -10, get: () => ({ text: 'You are terse.', values: { persona: 'terse' } }) },
  *     { name: 'RECENT', get: async ({ message, signal }) => ({ text: await recent(message, signal) }) },
  *   ],
- *   cache: { max: 1000, ttlMs: 60_000 },
- *   timeoutMs: 3000,
  * });
  * const composed = await composer.compose(message, { version: thread.stateVersion });
  * ```
  */
 export function createComposer<M extends ComposeMessage = ComposeMessage, S = unknown>(
-  options: ComposerOptions<M, S>,
+  options: ComposerOptions<M, S> = {},
 ): Composer<M, S> {
   return new Composer<M, S>(options);
 }

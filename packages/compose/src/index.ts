@@ -1,4 +1,12 @@
+export type {
+  ComposeMessage,
+  Provider,
+  ProviderContext,
+  ProviderKeyContext,
+  ProviderResult,
+} from '@cairn/core';
 export {
+  COMPOSER_DEFAULTS,
   type Composed,
   type ComposeOptions,
   Composer,
@@ -7,11 +15,4 @@ export {
   createComposer,
   type ProviderDiagnostic,
 } from './composer.js';
-export type {
-  ComposeMessage,
-  Provider,
-  ProviderContext,
-  ProviderKeyContext,
-  ProviderResult,
-} from './provider.js';
 export { type RenderTemplateOptions, renderTemplate } from './render-template.js';

@@ -1,7 +1,7 @@
 import { isCairnError, type Message } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
-import { createComposer, type Provider } from '../src/index.js';
-import { counting, msg } from './helpers.js';
+import { COMPOSER_DEFAULTS, createComposer, type Provider } from '../src/index.js';
+import { counting, hangUntilAborted, msg } from './helpers.js';
 
 const base = { cache: { max: 100 }, timeoutMs: 1000 };
 
@@ -286,6 +286,22 @@ describe('registration', () => {
       expect.objectContaining({ code: 'INVALID_ARGUMENT' }) as Error,
     );
   });
+
+  it('needs no options: cache and timeoutMs have defaults', async () => {
+    expect(COMPOSER_DEFAULTS).toEqual({ cache: { max: 1000 }, timeoutMs: 5000 });
+    const hang = counting('hang', (ctx) => hangUntilAborted(ctx.signal));
+    const composer = createComposer({ providers: [counting('a', { text: 'a' }), hang] });
+    const composed = await composer.compose(msg('m1'));
+    expect(composed.text).toBe('a');
+    expect(composed.diagnostics).toEqual([
+      expect.objectContaining({ name: 'hang', outcome: 'timeout', timeoutMs: 5000 }),
+    ]);
+    const quick = createComposer({ providers: [counting('a', { text: 'a' })] });
+    await quick.compose(msg('m1'));
+    await quick.compose(msg('m1'));
+    expect(quick.stats).toMatchObject({ hits: 1, misses: 1 });
+    expect(createComposer().stats.size).toBe(0);
+  }, 15_000);
 
   it('unregisters a provider so it no longer runs or can be named; unknown names return false', async () => {
     const b = counting('b', { text: 'b' }, { dynamic: true });

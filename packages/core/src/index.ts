@@ -16,6 +16,13 @@ export {
   type JsonValue,
 } from './json.js';
 export * from './model.js';
+export type {
+  ComposeMessage,
+  Provider,
+  ProviderContext,
+  ProviderKeyContext,
+  ProviderResult,
+} from './provider.js';
 export { type MessagesUpdate, type Reducer, type RemoveMessage, reducers } from './reducers.js';
 export {
   type ApplyOptions,

@@ -1,5 +1,6 @@
 import {
   CairnError,
+  invalidArgument,
   isCairnError,
   type JsonObject,
   MEMORY_SCOPES,
@@ -161,18 +162,21 @@ export interface UpdateInput {
 const RRF_K = 60;
 const LOOKUP_CHUNK = 500;
 
-const invalid = (message: string) => new CairnError('INVALID_ARGUMENT', message);
+const invalid = invalidArgument;
+
+/** A field's label: `at.name`, or the bare name for a single call's own input (`at` ''). */
+const fieldOf = (at: string, name: string) => (at === '' ? name : `${at}.${name}`);
 
 function checkText(value: unknown, label: string): string {
   if (typeof value !== 'string' || value.trim() === '')
-    throw invalid(`${label} must be a non-blank string`);
+    throw invalid(`${label} must be a non-blank string`, { field: label });
   return value;
 }
 
 function optionalString(value: unknown, label: string): string | null {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'string' || value === '')
-    throw invalid(`${label} must be a non-empty string or null`);
+    throw invalid(`${label} must be a non-empty string or null`, { field: label, value });
   return value;
 }
 
@@ -204,29 +208,36 @@ function place(
   const scope = input.scope ?? 'private';
   if (!MEMORY_SCOPES.includes(scope))
     throw invalid(
-      `${at}.scope must be one of ${MEMORY_SCOPES.join(', ')}, got ${JSON.stringify(scope)}`,
+      `${fieldOf(at, 'scope')} must be one of ${MEMORY_SCOPES.join(', ')}, got ${JSON.stringify(scope)}`,
+      { field: fieldOf(at, 'scope'), value: scope },
     );
   if (!MEMORY_TYPES.includes(type))
     throw invalid(
-      `${at}.type must be one of ${MEMORY_TYPES.join(', ')}, got ${JSON.stringify(type)}`,
+      `${fieldOf(at, 'type')} must be one of ${MEMORY_TYPES.join(', ')}, got ${JSON.stringify(type)}`,
+      { field: fieldOf(at, 'type'), value: type },
     );
   const placed: Placed = {
     type,
     agentId,
-    entityId: optionalString(input.entityId, `${at}.entityId`),
-    roomId: optionalString(input.roomId, `${at}.roomId`),
-    worldId: optionalString(input.worldId, `${at}.worldId`),
+    entityId: optionalString(input.entityId, fieldOf(at, 'entityId')),
+    roomId: optionalString(input.roomId, fieldOf(at, 'roomId')),
+    worldId: optionalString(input.worldId, fieldOf(at, 'worldId')),
     scope,
   };
-  if (scope === 'room' && placed.roomId === null)
-    throw invalid(`${at}: a room-scoped memory needs a roomId`);
-  if (scope === 'shared' && placed.worldId === null)
-    throw invalid(`${at}: a shared memory needs a worldId`);
+  const needs = scope === 'room' ? 'roomId' : scope === 'shared' ? 'worldId' : null;
+  if (needs !== null && placed[needs] === null) {
+    throw invalid(
+      `${fieldOf(at, needs)} is required: a ${scope === 'room' ? 'room-scoped' : 'shared'} memory needs a ${needs}`,
+      { field: fieldOf(at, needs), scope },
+    );
+  }
   if (
     input.metadata !== undefined &&
     (typeof input.metadata !== 'object' || input.metadata === null || Array.isArray(input.metadata))
   ) {
-    throw invalid(`${at}.metadata must be an object`);
+    throw invalid(`${fieldOf(at, 'metadata')} must be an object`, {
+      field: fieldOf(at, 'metadata'),
+    });
   }
   return placed;
 }
@@ -313,7 +324,7 @@ export class AgentMemory {
    * ```
    */
   async remember(input: RememberInput, options: WriteOptions = {}): Promise<Memory> {
-    const [memory] = await this.rememberMany([input], options);
+    const [memory] = await this.#rememberAll([input], options, () => '');
     return memory!;
   }
 
@@ -330,10 +341,22 @@ export class AgentMemory {
    */
   async rememberMany(items: RememberInput[], options: RememberManyOptions = {}): Promise<Memory[]> {
     if (!Array.isArray(items)) throw invalid('rememberMany expects an array');
+    return this.#rememberAll(items, options, (i) => `memories[${i}]`);
+  }
+
+  /** `labelOf(i)` names item i in error messages: a batch position, or '' for a single call. */
+  async #rememberAll(
+    items: RememberInput[],
+    options: RememberManyOptions,
+    labelOf: (i: number) => string,
+  ): Promise<Memory[]> {
     const drafts = items.map((input, i): Draft => {
-      const at = `memories[${i}]`;
-      if (typeof input !== 'object' || input === null) throw invalid(`${at} must be an object`);
-      const text = checkText(input.text, `${at}.text`);
+      const at = labelOf(i);
+      if (typeof input !== 'object' || input === null)
+        throw invalid(
+          `${at === '' ? 'remember expects' : `${at} must be`} an object { text, ... }`,
+        );
+      const text = checkText(input.text, fieldOf(at, 'text'));
       const memory = {
         ...place(input, this.agentId, input.type ?? 'custom', at),
         content: { text },

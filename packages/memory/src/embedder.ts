@@ -20,16 +20,28 @@ export interface EmbedOptions {
  * };
  * ```
  */
-export interface Embedder {
+export interface Embedder<V extends ArrayLike<number> = ArrayLike<number>> {
   readonly id: string;
   readonly dimensions: number;
-  /** One vector per text, in the same order, each `dimensions` long. */
-  embed(texts: string[], options?: EmbedOptions): Promise<number[][]>;
+  /**
+   * One vector per text, in the same order, each `dimensions` long: an array or any
+   * array-like of finite numbers (a `Float32Array`, as transformers.js, onnxruntime and
+   * fastembed return).
+   */
+  embed(texts: string[], options?: EmbedOptions): Promise<V[]>;
+}
+
+/** The length of an array or array-like object (a typed array), or null for anything else. */
+function arrayLikeLength(value: unknown): number | null {
+  if (Array.isArray(value)) return value.length;
+  if (typeof value !== 'object' || value === null || value instanceof DataView) return null;
+  const length = (value as { length?: unknown }).length;
+  return Number.isSafeInteger(length) && (length as number) >= 0 ? (length as number) : null;
 }
 
 /**
  * Calls the embedder and checks what it returned: one finite vector of the right width
- * per text. Any failure becomes `EMBEDDER_FAILED` with the original error as `cause`
+ * per text, copied into a plain array. Any failure becomes `EMBEDDER_FAILED` with the original error as `cause`
  * (an abort by the caller stays `ABORTED`), so no caller ever stores a made-up vector.
  */
 export async function embedChecked(
@@ -70,17 +82,25 @@ export async function embedChecked(
       },
     );
   }
+  const out: number[][] = [];
   for (let i = 0; i < vectors.length; i++) {
     const v: unknown = vectors[i];
-    if (!Array.isArray(v) || v.length !== embedder.dimensions) {
-      const width = Array.isArray(v) ? `${v.length} dimensions` : typeof v;
+    const length = arrayLikeLength(v);
+    if (length !== embedder.dimensions) {
+      const width =
+        length !== null
+          ? `${length} dimensions`
+          : v === null
+            ? 'null'
+            : `${typeof v} (not array-like)`;
       throw new CairnError(
         'EMBEDDER_FAILED',
         `embedder ${JSON.stringify(embedder.id)} returned a vector of ${width} for text ${i}; it declares ${embedder.dimensions}`,
         { details: { embedderId: embedder.id, expected: embedder.dimensions, index: i } },
       );
     }
-    for (const x of v) {
+    const vector = Array.from(v as ArrayLike<unknown>);
+    for (const x of vector) {
       if (typeof x !== 'number' || !Number.isFinite(x)) {
         throw new CairnError(
           'EMBEDDER_FAILED',
@@ -91,8 +111,9 @@ export async function embedChecked(
         );
       }
     }
+    out.push(vector as number[]);
   }
-  return vectors as number[][];
+  return out;
 }
 
 /** Checks an embedder's shape when it is handed to `createMemory`. */

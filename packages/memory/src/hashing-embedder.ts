@@ -54,7 +54,7 @@ function mix(h: number): number {
  * const [v] = await embedder.embed(['Gardening in spring']);
  * ```
  */
-export function hashingEmbedder(options: HashingEmbedderOptions = {}): Embedder {
+export function hashingEmbedder(options: HashingEmbedderOptions = {}): Embedder<number[]> {
   const dimensions = options.dimensions ?? 384;
   if (!Number.isInteger(dimensions) || dimensions < 8 || dimensions > 65536) {
     throw new CairnError(

@@ -19,11 +19,9 @@ export { type ChunkOptions, chunkText } from './chunk-text.js';
 export { type Embedder, type EmbedOptions, embedChecked } from './embedder.js';
 export { type HashingEmbedderOptions, hashingEmbedder } from './hashing-embedder.js';
 export {
-  type MemoriesProvider,
-  type MemoriesProviderContext,
   type MemoriesProviderOptions,
-  type MemoriesProviderResult,
   memoriesProvider,
+  type RecalledMemory,
 } from './memories-provider.js';
 export { type OpenAIEmbedderOptions, openAIEmbedder } from './openai-embedder.js';
 export { type FusedItem, type RankingName, reciprocalRankFusion } from './rank-fusion.js';

@@ -1,37 +1,28 @@
 import {
   CairnError,
-  type JsonObject,
-  type JsonValue,
+  type ComposeMessage,
   type MemoryType,
+  type Provider,
+  type ProviderContext,
   type Viewer,
 } from '@cairn/core';
 import type { AgentMemory, RecallHit, RecallMode } from './agent-memory.js';
 
-/** The part of a composer's context this provider reads (structurally @cairn/compose's `ProviderContext`). */
-export interface MemoriesProviderContext {
-  message: unknown;
-  state?: unknown;
-  signal?: AbortSignal;
-}
-
-/** What the provider returns: the shape @cairn/compose expects of a provider. */
-export interface MemoriesProviderResult {
+/** What `memoriesProvider` puts in `data.memories`. */
+export interface RecalledMemory {
+  id: string;
   text: string;
-  values: Record<string, JsonValue>;
-  data: {
-    memories: Array<{ id: string; text: string; score: number; sources: string[] }>;
-  } & JsonObject;
+  score: number;
+  sources: string[];
 }
 
-export interface MemoriesProviderOptions<
-  C extends MemoriesProviderContext = MemoriesProviderContext,
-> {
+export interface MemoriesProviderOptions<M extends ComposeMessage = ComposeMessage, S = unknown> {
   /** Memories to recall (default 5). */
   limit?: number;
   /** Who is asking, from the composer's context (the user's room and world). Required: there is no safe guess. */
-  viewerFrom: (ctx: C) => Viewer;
+  viewerFrom: (ctx: ProviderContext<M, S>) => Viewer;
   /** The query, from the context (default: the message's text: `message` itself when a string, else its `text`, `content` or `data` (or their `.text`) when strings). */
-  queryFrom?: (ctx: C) => string | null | undefined;
+  queryFrom?: (ctx: ProviderContext<M, S>) => string | null | undefined;
   /** Default `MEMORIES`. */
   name?: string;
   mode?: RecallMode;
@@ -42,15 +33,6 @@ export interface MemoriesProviderOptions<
   heading?: string;
   position?: number;
   timeoutMs?: number;
-}
-
-export interface MemoriesProvider<C extends MemoriesProviderContext = MemoriesProviderContext> {
-  name: string;
-  description: string;
-  dynamic: boolean;
-  position?: number;
-  timeoutMs?: number;
-  get(ctx: C): Promise<MemoriesProviderResult>;
 }
 
 /** The text of a message: a string, or `data.text`, `data.content` or `content.text` when they are strings. */
@@ -70,24 +52,30 @@ function messageText(message: unknown): string | null {
 }
 
 /**
- * A context provider for @cairn/compose (structurally its `Provider`) that recalls the
+ * A context provider for @cairn/compose that recalls the
  * memories relevant to the message being answered, as the viewer `viewerFrom` returns
  * may see them. Text: a heading and one line per memory; values: `{ memories }` (that
- * text); data: `{ memories: [{ id, text, score, sources }] }`. With no query text it
- * returns nothing. Use `memory.version` in the composer's cache `version`.
+ * text); data: `{ memories: [{ id, text, score, sources }] }` ({@link RecalledMemory}).
+ * With no query text it returns nothing. Use `memory.version` in the composer's cache
+ * `version`. Name your message type (`memoriesProvider<ChatMessage>`) to read its fields
+ * in `viewerFrom`.
  *
  * @example
  * ```ts
- * const composer = createComposer({
- *   providers: [memoriesProvider(memory, { limit: 5, viewerFrom: (ctx) => ({ agentId: 'assistant', roomId: roomOf(ctx) }) })],
+ * const composer = createComposer<ChatMessage>({
+ *   providers: [
+ *     memoriesProvider<ChatMessage>(memory, {
+ *       viewerFrom: (ctx) => ({ agentId: 'assistant', roomId: ctx.message.roomId }),
+ *     }),
+ *   ],
  * });
  * await composer.compose(message, { version: `${threadVersion}:${memory.version}` });
  * ```
  */
-export function memoriesProvider<C extends MemoriesProviderContext = MemoriesProviderContext>(
+export function memoriesProvider<M extends ComposeMessage = ComposeMessage, S = unknown>(
   memory: AgentMemory,
-  options: MemoriesProviderOptions<C>,
-): MemoriesProvider<C> {
+  options: MemoriesProviderOptions<M, S>,
+): Provider<M, S> {
   if (typeof options !== 'object' || options === null || typeof options.viewerFrom !== 'function') {
     throw new CairnError(
       'INVALID_ARGUMENT',
@@ -100,9 +88,9 @@ export function memoriesProvider<C extends MemoriesProviderContext = MemoriesPro
       'INVALID_ARGUMENT',
       `limit must be an integer from 1 to 1000, got ${String(limit)}`,
     );
-  const queryFrom = options.queryFrom ?? ((ctx: C) => messageText(ctx.message));
+  const queryFrom = options.queryFrom ?? ((ctx: ProviderContext<M, S>) => messageText(ctx.message));
   const heading = options.heading ?? '# Relevant memories';
-  const provider: MemoriesProvider<C> = {
+  const provider: Provider<M, S> = {
     name: options.name ?? 'MEMORIES',
     description: 'Long-term memories relevant to the current message',
     dynamic: false,
@@ -127,12 +115,14 @@ export function memoriesProvider<C extends MemoriesProviderContext = MemoriesPro
         text,
         values: { memories: text },
         data: {
-          memories: hits.map((h) => ({
-            id: h.memory.id,
-            text: h.memory.content.text,
-            score: h.score,
-            sources: [...h.sources],
-          })),
+          memories: hits.map(
+            (h): RecalledMemory => ({
+              id: h.memory.id,
+              text: h.memory.content.text,
+              score: h.score,
+              sources: [...h.sources],
+            }),
+          ),
         },
       };
     },

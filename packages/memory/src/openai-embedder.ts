@@ -2,11 +2,18 @@ import { CairnError } from '@cairn/core';
 import type { Embedder } from './embedder.js';
 
 export interface OpenAIEmbedderOptions {
-  /** The API root, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`. */
-  baseURL: string;
-  /** Sent as `Authorization: Bearer <apiKey>` when given. */
+  /**
+   * The API root, e.g. `http://127.0.0.1:11434/v1`. Default: the `OPENAI_BASE_URL`
+   * environment variable, else `https://api.openai.com/v1` (as the OpenAI SDK does).
+   */
+  baseURL?: string;
+  /**
+   * Sent as `Authorization: Bearer <apiKey>` when there is one. Default: the
+   * `OPENAI_API_KEY` environment variable. Required for OpenAI's own API.
+   */
   apiKey?: string;
-  model: string;
+  /** Default `text-embedding-3-small`. */
+  model?: string;
   /**
    * The vector width. Needed unless the model is one of OpenAI's known ones; when given
    * it is also sent as the request's `dimensions` (models that can shorten their vectors
@@ -26,6 +33,8 @@ export interface OpenAIEmbedderOptions {
   /** The embedding space's name (default `openai:<model>:<dimensions>`). */
   id?: string;
 }
+
+const OPENAI_API = 'https://api.openai.com/v1';
 
 const KNOWN_WIDTHS: Record<string, number> = {
   'text-embedding-3-small': 1536,
@@ -77,22 +86,32 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
  * refused request, retries spent, or a response of the wrong shape or width; `TIMEOUT`
  * when the last attempt timed out; `ABORTED` when the caller's signal fired.
  *
+ * With no options it reads `OPENAI_API_KEY` (and `OPENAI_BASE_URL`, if set) from the
+ * environment and uses `text-embedding-3-small`, as the OpenAI SDK would.
+ *
  * @example
  * ```ts
- * const embedder = openAIEmbedder({
- *   baseURL: 'https://api.openai.com/v1',
- *   apiKey: process.env.OPENAI_API_KEY,
- *   model: 'text-embedding-3-small',
- * });
- * const memory = createMemory({ store, embedder, agentId: 'researcher' });
+ * const memory = createMemory({ store, embedder: openAIEmbedder(), agentId: 'researcher' });
+ * // a local server: no key needed
+ * const local = openAIEmbedder({ baseURL: 'http://127.0.0.1:11434/v1', model: 'nomic-embed-text', dimensions: 768 });
  * ```
  */
-export function openAIEmbedder(options: OpenAIEmbedderOptions): Embedder {
+export function openAIEmbedder(options: OpenAIEmbedderOptions = {}): Embedder<number[]> {
   const invalid = (m: string) => new CairnError('INVALID_ARGUMENT', `openAIEmbedder: ${m}`);
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
-  const { baseURL, apiKey, model } = options;
+  const env = (name: string) => {
+    const value = process.env[name];
+    return value === undefined || value.trim() === '' ? undefined : value.trim();
+  };
+  const baseURL = options.baseURL ?? env('OPENAI_BASE_URL') ?? OPENAI_API;
+  const apiKey = options.apiKey ?? env('OPENAI_API_KEY');
+  const model = options.model ?? 'text-embedding-3-small';
   if (typeof baseURL !== 'string' || !/^https?:\/\//.test(baseURL))
     throw invalid(`baseURL must be an http(s) URL, got ${JSON.stringify(baseURL)}`);
+  if (apiKey === undefined && baseURL.replace(/\/+$/, '') === OPENAI_API)
+    throw invalid(
+      `no API key for ${OPENAI_API}: pass apiKey or set the OPENAI_API_KEY environment variable`,
+    );
   if (typeof model !== 'string' || model.trim() === '')
     throw invalid('model must be a non-empty string');
   const dimensions = options.dimensions ?? KNOWN_WIDTHS[model];

@@ -1,6 +1,63 @@
-import { cosineSimilarity } from '@cairn/store';
+import { isCairnError } from '@cairn/core';
+import { cosineSimilarity, createMemoryStore } from '@cairn/store';
 import { describe, expect, it } from 'vitest';
-import { chunkText, hashingEmbedder, reciprocalRankFusion } from '../src/index.js';
+import {
+  chunkText,
+  createMemory,
+  type Embedder,
+  embedChecked,
+  hashingEmbedder,
+  reciprocalRankFusion,
+} from '../src/index.js';
+import { rejects } from './helpers.js';
+
+describe('embedChecked', () => {
+  it('accepts typed arrays and other array-likes of finite numbers, and returns plain arrays', async () => {
+    const inner = hashingEmbedder({ dimensions: 16 });
+    // As transformers.js, onnxruntime and fastembed return them.
+    const float32: Embedder<Float32Array> = {
+      id: inner.id,
+      dimensions: 16,
+      embed: async (texts) => (await inner.embed(texts)).map((v) => Float32Array.from(v)),
+    };
+    const [v] = await embedChecked(float32, ['stones mark the trail']);
+    expect(Array.isArray(v)).toBe(true);
+    expect(v).toEqual(
+      Array.from(Float32Array.from((await inner.embed(['stones mark the trail']))[0]!)),
+    );
+    const arrayLike: Embedder = {
+      id: 'x',
+      dimensions: 2,
+      embed: async (texts) => texts.map(() => ({ length: 2, 0: 0.6, 1: 0.8 })),
+    };
+    expect(await embedChecked(arrayLike, ['a'])).toEqual([[0.6, 0.8]]);
+
+    const memory = createMemory({ store: createMemoryStore(), agentId: 'a', embedder: float32 });
+    const m = await memory.remember({ text: 'stones mark the trail' });
+    expect(m.embedding).toEqual(v);
+    expect((await memory.recall('trail stones', { mode: 'vector' }))[0]!.memory.id).toBe(m.id);
+  });
+
+  it('still refuses non-finite values, wrong widths and things that are not array-like', async () => {
+    const returning = (vector: unknown): Embedder => ({
+      id: 'bad',
+      dimensions: 2,
+      embed: async () => [vector as number[]],
+    });
+    for (const [vector, message] of [
+      [Float32Array.of(1, Number.NaN), /non-finite/],
+      [Float64Array.of(1, 2, 3), /3 dimensions/],
+      ['ab', /string \(not array-like\)/],
+      [new DataView(new ArrayBuffer(2)), /not array-like/],
+      [{ length: 2, 0: 1, 1: '2' }, /non-finite/],
+      [null, /null/],
+    ] as const) {
+      const e = await rejects(embedChecked(returning(vector), ['a']));
+      expect(isCairnError(e, 'EMBEDDER_FAILED')).toBe(true);
+      expect((e as Error).message).toMatch(message);
+    }
+  });
+});
 
 describe('hashingEmbedder', () => {
   it('is deterministic, L2-normalised and of the asked width', async () => {

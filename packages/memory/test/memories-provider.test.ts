@@ -1,4 +1,4 @@
-import { createComposer, type Provider, type ProviderContext } from '@cairn/compose';
+import { createComposer, type ProviderContext } from '@cairn/compose';
 import { createMemoryStore } from '@cairn/store';
 import { describe, expect, it } from 'vitest';
 import { createMemory, memoriesProvider } from '../src/index.js';
@@ -24,18 +24,12 @@ describe('memoriesProvider with @cairn/compose', () => {
       roomId: 'room-2',
       scope: 'room',
     });
-    const provider: Provider<ChatMessage> = memoriesProvider(memory, {
+    // As the README shows it: no cache or timeout options, the message type named once.
+    const provider = memoriesProvider<ChatMessage>(memory, {
       limit: 3,
-      viewerFrom: (ctx: ProviderContext<ChatMessage>) => ({
-        agentId: 'assistant',
-        roomId: ctx.message.roomId,
-      }),
+      viewerFrom: (ctx) => ({ agentId: 'assistant', roomId: ctx.message.roomId }),
     });
-    const composer = createComposer<ChatMessage>({
-      providers: [provider],
-      cache: { max: 100 },
-      timeoutMs: 5000,
-    });
+    const composer = createComposer<ChatMessage>({ providers: [provider] });
     const message = {
       id: 'm1',
       roomId: 'room-1',
@@ -64,7 +58,13 @@ describe('memoriesProvider with @cairn/compose', () => {
     const memory = createMemory({ store: createMemoryStore(), agentId: 'a' });
     await memory.remember({ text: 'anything' });
     const provider = memoriesProvider(memory, { viewerFrom: () => ({ agentId: 'a' }) });
-    expect(await provider.get({ message: { id: 'x', data: { image: 'png' } } })).toEqual({
+    const ctx: ProviderContext<{ id: string; data: unknown }> = {
+      message: { id: 'x', data: { image: 'png' } },
+      state: undefined,
+      version: undefined,
+      signal: new AbortController().signal,
+    };
+    expect(await provider.get(ctx)).toEqual({
       text: '',
       values: { memories: '' },
       data: { memories: [] },

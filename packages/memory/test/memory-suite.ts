@@ -75,6 +75,19 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
       expect(isCairnError(e2, 'INVALID_ARGUMENT')).toBe(true);
       const e3 = await rejects(memory.remember({ text: '   ' }));
       expect(isCairnError(e3, 'INVALID_ARGUMENT')).toBe(true);
+      // A single call names the field, not a batch position; a batch names the position.
+      const single = await rejects(memory.remember({ text: 'x', scope: 'shared' }));
+      expect((single as Error).message).toBe(
+        'worldId is required: a shared memory needs a worldId',
+      );
+      expect(single).toMatchObject({ details: { field: 'worldId', scope: 'shared' } });
+      const batch = await rejects(
+        memory.rememberMany([{ text: 'x' }, { text: 'y', scope: 'room' }]),
+      );
+      expect(batch).toMatchObject({ details: { field: 'memories[1].roomId', scope: 'room' } });
+      expect(((await rejects(memory.remember({ text: '' }))) as Error).message).toBe(
+        'text must be a non-blank string',
+      );
       expect(embedder.calls).toEqual([]);
       expect(await store.countMemories()).toBe(0);
     });

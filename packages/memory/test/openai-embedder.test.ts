@@ -167,6 +167,32 @@ describe('openAIEmbedder', () => {
     for (const res of pending) res.destroy();
   });
 
+  it('reads OPENAI_API_KEY and OPENAI_BASE_URL like the OpenAI SDK, and defaults the model', async () => {
+    const saved = { key: process.env.OPENAI_API_KEY, url: process.env.OPENAI_BASE_URL };
+    try {
+      process.env.OPENAI_API_KEY = 'sk-from-env';
+      process.env.OPENAI_BASE_URL = baseURL;
+      handler = ok(1536);
+      const e = openAIEmbedder();
+      expect(e.id).toBe('openai:text-embedding-3-small:1536');
+      expect(await e.embed(['x'])).toHaveLength(1);
+      expect(requests[0]!.headers.authorization).toBe('Bearer sk-from-env');
+      expect(requests[0]!.body).toMatchObject({ model: 'text-embedding-3-small' });
+      delete process.env.OPENAI_API_KEY;
+      delete process.env.OPENAI_BASE_URL;
+      expect(() => openAIEmbedder()).toThrow(/OPENAI_API_KEY/);
+      expect(openAIEmbedder({ baseURL, model: 'm', dimensions: 4 }).id).toBe('openai:m:4');
+    } finally {
+      for (const [name, value] of [
+        ['OPENAI_API_KEY', saved.key],
+        ['OPENAI_BASE_URL', saved.url],
+      ] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+
   it('needs dimensions for an unknown model, and knows OpenAI models', () => {
     expect(() => openAIEmbedder({ baseURL, model: 'mystery' })).toThrow(/dimensions is required/);
     expect(openAIEmbedder({ baseURL, model: 'text-embedding-3-small' }).dimensions).toBe(1536);

@@ -462,9 +462,19 @@ export function planLeaseRelease(
   };
 }
 
-/** SHA-256 of a memory's text, hex. */
+/** Prefixes the UTF-16 bytes of an ill-formed text: 0xff never occurs in UTF-8, so the two inputs never meet. */
+const ILL_FORMED = Buffer.from([0xff]);
+
+/**
+ * SHA-256 of a memory's text, hex: of its UTF-8 bytes, or, for a text with a lone
+ * surrogate (which UTF-8 would turn into U+FFFD, so `'a\ud83d'` and `'a\ude00'` would
+ * collide), of 0xff and its UTF-16 code units.
+ */
 export function contentHash(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
+  const hash = createHash('sha256');
+  if ((text as string & { isWellFormed(): boolean }).isWellFormed())
+    return hash.update(text, 'utf8').digest('hex');
+  return hash.update(ILL_FORMED).update(text, 'utf16le').digest('hex');
 }
 
 function checkVector(value: unknown, label: string): number[] {

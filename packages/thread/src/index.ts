@@ -11,8 +11,6 @@ export type {
 export {
   messageText,
   recentMessagesProvider,
-  type ThreadProvider,
-  type ThreadProviderResult,
   threadStateProvider,
 } from './providers.js';
 export { type RunRecord, type RunResult, runKey, ThreadRun } from './run.js';

@@ -1,23 +1,5 @@
-import type { JsonValue, Message, StateSchema } from '@cairn/core';
+import type { JsonValue, Message, Provider, StateSchema } from '@cairn/core';
 import type { CairnThread } from './thread.js';
-
-/**
- * What a context provider returns; the same shape as @cairn/compose's `ProviderResult`
- * (declared here so this package does not depend on compose).
- */
-export interface ThreadProviderResult {
-  text?: string;
-  values?: Record<string, unknown>;
-  data?: Record<string, unknown>;
-}
-
-/** A provider that fits @cairn/compose's `Provider` structurally. */
-export interface ThreadProvider {
-  name: string;
-  description?: string;
-  position?: number;
-  get(ctx?: { signal?: AbortSignal }): Promise<ThreadProviderResult>;
-}
 
 /**
  * The text of a message's data: the data itself when it is a string, its `text` when
@@ -52,7 +34,7 @@ export function messageText(data: JsonValue): string {
 export function recentMessagesProvider(
   thread: Pick<CairnThread<StateSchema<any>>, 'history'>,
   options: { limit?: number; name?: string; position?: number } = {},
-): ThreadProvider {
+): Provider {
   const limit = options.limit ?? 20;
   return {
     name: options.name ?? 'RECENT_MESSAGES',
@@ -78,7 +60,7 @@ export function recentMessagesProvider(
 export function threadStateProvider<S extends StateSchema<any>>(
   thread: Pick<CairnThread<S>, 'state'>,
   options: { fields?: string[]; name?: string; position?: number } = {},
-): ThreadProvider {
+): Provider {
   return {
     name: options.name ?? 'THREAD_STATE',
     description: 'Fields of the thread state',

@@ -40,8 +40,13 @@ describe('compose providers', () => {
 
   it('threadStateProvider without fields gives every thread-scoped field that has a value', async () => {
     const thread = await openThread(createMemoryStore(), { schema: Research });
-    const result = await threadStateProvider(thread).get();
-    expect(result.values).toEqual({ keyInsights: [], notes: {}, counter: 0 });
-    expect(result.data).toEqual({ threadState: { keyInsights: [], notes: {}, counter: 0 } });
+    const result = await threadStateProvider(thread).get({
+      message: { id: 'm1' },
+      state: undefined,
+      version: undefined,
+      signal: new AbortController().signal,
+    });
+    expect(result?.values).toEqual({ keyInsights: [], notes: {}, counter: 0 });
+    expect(result?.data).toEqual({ threadState: { keyInsights: [], notes: {}, counter: 0 } });
   });
 });

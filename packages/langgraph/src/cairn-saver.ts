@@ -1,0 +1,680 @@
+import type { StateCommit } from '@cairn/core';
+import {
+  CairnError,
+  invalidArgument,
+  isCairnError,
+  type JsonObject,
+  type JsonValue,
+  jsonEqual,
+  newId,
+} from '@cairn/core';
+import { AsyncLock, type NewMessage, type Store } from '@cairn/store';
+import type { RunnableConfig } from '@langchain/core/runnables';
+import {
+  BaseCheckpointSaver,
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointListOptions,
+  type CheckpointMetadata,
+  type CheckpointPendingWrite,
+  type CheckpointTuple,
+  type DeltaChannelHistory,
+  getCheckpointId,
+  maxChannelVersion,
+  type PendingWrite,
+  type SerializerProtocol,
+  TASKS,
+  WRITES_IDX_MAP,
+} from '@langchain/langgraph-checkpoint';
+import {
+  type CachedNode,
+  type CheckpointRecord,
+  isStoredList,
+  type LogRecord,
+  NamespaceLog,
+  type StoredList,
+  type StoredValue,
+} from './thread-log.js';
+
+export interface CairnSaverOptions {
+  /** How values are serialized; LangGraph's `JsonPlusSerializer` by default. */
+  serde?: SerializerProtocol;
+  /**
+   * Channels whose list values are stored as Cairn messages, each version sharing its
+   * parent checkpoint's chain up to the longest common prefix. Default `['messages']`.
+   */
+  messageChannels?: string[];
+  /** How many threads' folded logs to keep in memory (least recently used go first). Default 100. */
+  cachedThreads?: number;
+}
+
+/** The Cairn branch that holds the log of one checkpoint namespace. */
+export function namespaceBranch(ns: string): string {
+  return ns === '' ? 'langgraph' : `langgraph:${ns}`;
+}
+
+function namespaceOf(branchName: string): string | null {
+  if (branchName === 'langgraph') return '';
+  return branchName.startsWith('langgraph:') ? branchName.slice('langgraph:'.length) : null;
+}
+
+/** What LangGraph's thread is in Cairn: the folded logs of its namespaces and the message nodes they use. */
+class ThreadLogs {
+  readonly spaces = new Map<string, NamespaceLog>();
+  readonly nodes = new Map<string, CachedNode>();
+  readonly lock = new AsyncLock();
+  constructor(readonly id: string) {}
+}
+
+const MESSAGE_ROLES: Record<string, string> = {
+  HumanMessage: 'user',
+  HumanMessageChunk: 'user',
+  AIMessage: 'assistant',
+  AIMessageChunk: 'assistant',
+  SystemMessage: 'system',
+  SystemMessageChunk: 'system',
+  ToolMessage: 'tool',
+  ToolMessageChunk: 'tool',
+  FunctionMessage: 'function',
+  RemoveMessage: 'remove',
+};
+
+/** The role and type a serialized list element gets as a Cairn message. */
+function roleOf(value: JsonValue): { role: string; type: string | null } {
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    const id = value.id;
+    if (value.lc === 1 && value.type === 'constructor' && Array.isArray(id)) {
+      const name = String(id[id.length - 1]);
+      const kwargs = value.kwargs as JsonObject | undefined;
+      const chatRole = typeof kwargs?.role === 'string' && kwargs.role.trim() ? kwargs.role : null;
+      return { role: MESSAGE_ROLES[name] ?? chatRole ?? 'message', type: name };
+    }
+  }
+  return { role: 'item', type: null };
+}
+
+const decoder = new TextDecoder();
+const MAX_ATTEMPTS = 50;
+
+function configThreadId(config: RunnableConfig): string | undefined {
+  const id: unknown = config.configurable?.thread_id;
+  if (id === undefined || id === null || id === '') return undefined;
+  if (typeof id === 'string') return id;
+  if (typeof id === 'number' && Number.isFinite(id)) return String(id);
+  throw invalidArgument(`thread_id must be a string, got ${JSON.stringify(id)}`);
+}
+
+function configNamespace(config: RunnableConfig): string {
+  const ns: unknown = config.configurable?.checkpoint_ns ?? '';
+  if (typeof ns !== 'string') {
+    throw invalidArgument(`checkpoint_ns must be a string, got ${JSON.stringify(ns)}`);
+  }
+  return ns;
+}
+
+/**
+ * LangGraph.js's checkpointer on any Cairn `Store` (in-memory, SQLite, Postgres, PGlite).
+ *
+ * A LangGraph thread is a Cairn thread of the same id; each checkpoint namespace is a branch
+ * (`langgraph`, `langgraph:<ns>`) whose state commits are its log of checkpoints and pending
+ * writes. A channel is stored only when `newVersions` names it. List values of the message
+ * channels become Cairn messages: a new version shares its parent checkpoint's chain up to the
+ * longest common prefix (compared by content) and adds only the rest, so forks are branches of
+ * the message DAG and the inspector shows the conversation. Versions are minted unique per
+ * lineage, so two forks of one checkpoint never share a stored value by accident.
+ *
+ * @example
+ * ```ts
+ * import { createSqliteStore } from '@cairn/store-sqlite';
+ * import { CairnSaver } from '@cairn/langgraph';
+ *
+ * const checkpointer = new CairnSaver(createSqliteStore({ path: 'agent.db' }));
+ * const graph = workflow.compile({ checkpointer });
+ * await graph.invoke(input, { configurable: { thread_id: 'user-1' } });
+ * ```
+ */
+export class CairnSaver extends BaseCheckpointSaver {
+  readonly #store: Store;
+  readonly #messageChannels: Set<string>;
+  readonly #cachedThreads: number;
+  readonly #threads = new Map<string, ThreadLogs>();
+
+  constructor(store: Store, options: CairnSaverOptions = {}) {
+    super(options.serde);
+    this.#store = store;
+    this.#messageChannels = new Set(options.messageChannels ?? ['messages']);
+    this.#cachedThreads = options.cachedThreads ?? 100;
+  }
+
+  /** The store this saver writes to. */
+  get store(): Store {
+    return this.#store;
+  }
+
+  /**
+   * Versions unique per lineage: the next integer plus a random fraction. Two forks of one
+   * checkpoint that both write a channel get different versions (langgraphjs#1812), and
+   * versions stay numbers, as LangGraph's typings expect.
+   */
+  override getNextVersion(current: number | undefined): number {
+    const n = Math.floor(Number(current ?? 0)) || 0;
+    return n + 1 + Math.random();
+  }
+
+  // ------------------------------------------------------------------ reads
+
+  async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    const threadId = configThreadId(config);
+    if (threadId === undefined) return undefined;
+    const ns = configNamespace(config);
+    const thread = this.#thread(threadId);
+    const log = await thread.lock.run(() => this.#namespace(thread, ns, false));
+    if (!log) return undefined;
+    const id = getCheckpointId(config) || log.latest;
+    const record = id ? log.checkpoints.get(id) : undefined;
+    return record ? this.#tuple(thread, log, record) : undefined;
+  }
+
+  async *list(
+    config: RunnableConfig,
+    options: CheckpointListOptions = {},
+  ): AsyncGenerator<CheckpointTuple> {
+    const { before, filter } = options;
+    let limit = options.limit;
+    const threadId = configThreadId(config);
+    const wantedNs: unknown = config.configurable?.checkpoint_ns;
+    const wantedId = getCheckpointId(config);
+    const beforeId = before ? getCheckpointId(before) : '';
+    const threadIds = threadId !== undefined ? [threadId] : await this.#langgraphThreads();
+    for (const id of threadIds) {
+      const thread = this.#thread(id);
+      const logs = await thread.lock.run(() => this.#namespaces(thread));
+      for (const log of logs) {
+        if (wantedNs !== undefined && log.ns !== wantedNs) continue;
+        for (const checkpointId of log.newestFirst()) {
+          if (wantedId && checkpointId !== wantedId) continue;
+          if (beforeId && checkpointId >= beforeId) continue;
+          const record = log.checkpoints.get(checkpointId)!;
+          if (filter && Object.keys(filter).length > 0) {
+            const metadata = (await this.#decode(record.meta)) as Record<string, unknown>;
+            if (!Object.entries(filter).every(([k, v]) => metadata[k] === v)) continue;
+          }
+          if (limit !== undefined) {
+            if (limit <= 0) return;
+            limit -= 1;
+          }
+          yield await this.#tuple(thread, log, record);
+        }
+      }
+    }
+  }
+
+  /**
+   * Every requested channel's writes along the target's ancestors, oldest first, and the
+   * value stored at the nearest ancestor that has one (the seed). Reads the namespace's log
+   * once (one query for what is new since the last read), then walks it in memory.
+   */
+  override async getDeltaChannelHistory(options: {
+    config: RunnableConfig;
+    channels: string[];
+  }): Promise<Record<string, DeltaChannelHistory>> {
+    const { config, channels } = options;
+    if (channels.length === 0) return {};
+    const result: Record<string, DeltaChannelHistory> = {};
+    const collected = new Map<string, CheckpointPendingWrite[]>(channels.map((c) => [c, []]));
+    const seeds = new Map<string, unknown>();
+    const threadId = configThreadId(config);
+    const thread = threadId === undefined ? undefined : this.#thread(threadId);
+    const log = thread
+      ? await thread.lock.run(() => this.#namespace(thread, configNamespace(config), false))
+      : undefined;
+    if (thread && log) {
+      const targetId = getCheckpointId(config) || log.latest;
+      const remaining = new Set(channels);
+      let cur = targetId ? (log.checkpoints.get(targetId)?.parent ?? null) : null;
+      while (cur !== null && remaining.size > 0) {
+        const ancestor = log.checkpoints.get(cur);
+        if (!ancestor) break;
+        const writes = log.writes(ancestor.id);
+        for (let i = writes.length - 1; i >= 0; i--) {
+          const w = writes[i]!;
+          if (!remaining.has(w.channel)) continue;
+          collected.get(w.channel)!.push([w.task, w.channel, await this.#decode(w.value)]);
+        }
+        const versions = await this.#channelVersions(ancestor);
+        const resolved = log.resolve(ancestor.id);
+        for (const channel of [...remaining]) {
+          const r = resolved.get(channel);
+          if (!r || r.r === 0 || !(channel in versions) || versions[channel] !== r.v) continue;
+          seeds.set(channel, await this.#value(thread, r.r));
+          remaining.delete(channel);
+        }
+        cur = ancestor.parent;
+      }
+    }
+    for (const channel of channels) {
+      const entry: DeltaChannelHistory = { writes: collected.get(channel)!.reverse() };
+      if (seeds.has(channel)) entry.seed = seeds.get(channel);
+      result[channel] = entry;
+    }
+    return result;
+  }
+
+  // ------------------------------------------------------------------ writes
+
+  async put(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    newVersions: ChannelVersions,
+  ): Promise<RunnableConfig> {
+    if (!config.configurable) throw new Error('Empty configuration supplied.');
+    const threadId = configThreadId(config);
+    if (threadId === undefined) {
+      throw new Error('Missing "thread_id" field in passed "config.configurable".');
+    }
+    const ns = configNamespace(config);
+    const parent = getCheckpointId(config) || null;
+    if (typeof checkpoint?.id !== 'string' || checkpoint.id === '') {
+      throw invalidArgument(
+        `checkpoint.id must be a non-empty string, got ${JSON.stringify(checkpoint?.id)}`,
+      );
+    }
+    const { channel_values: values, ...rest } = checkpoint;
+    const header = await this.#encode(rest);
+    const meta = await this.#encode(metadata);
+    // A channel named in newVersions: its stored value, the elements of a message list, or 0 (absent).
+    type Prepared = [string, string | number, { value: StoredValue } | { list: JsonValue[] } | 0];
+    const prepared: Prepared[] = await Promise.all(
+      Object.entries(newVersions).map(async ([channel, version]): Promise<Prepared> => {
+        const value = values?.[channel];
+        if (value === undefined) return [channel, version, 0];
+        if (this.#messageChannels.has(channel) && Array.isArray(value)) {
+          const items = await Promise.all(value.map((v) => this.#encode(v)));
+          // Elements the serializer writes as bytes: the whole value is stored instead.
+          if (items.every(([type]) => type === 'json')) {
+            return [channel, version, { list: items.map(([, payload]) => payload) }];
+          }
+        }
+        return [channel, version, { value: await this.#encode(value) }];
+      }),
+    );
+    const thread = this.#thread(threadId);
+    await this.#append(thread, ns, async (log, tx) => {
+      const base = parent !== null && log.checkpoints.has(parent) ? log.resolve(parent) : undefined;
+      const vals: CheckpointRecord['vals'] = [];
+      const added: NewMessage[] = [];
+      let head: string | null | undefined;
+      for (const [channel, version, value] of prepared) {
+        if (value === 0 || 'value' in value) {
+          vals.push([channel, version, value === 0 ? 0 : value.value]);
+          continue;
+        }
+        const items = value.list;
+        const baseRef = base?.get(channel)?.r;
+        const baseIds =
+          baseRef && isStoredList(baseRef) ? await this.#chainIds(thread, baseRef, tx) : [];
+        let k = 0;
+        while (
+          k < items.length &&
+          k < baseIds.length &&
+          jsonEqual(items[k]!, thread.nodes.get(baseIds[k]!)!.value)
+        ) {
+          k++;
+        }
+        let parentId = k > 0 ? baseIds[k - 1]! : null;
+        for (let i = k; i < items.length; i++) {
+          const id = newId();
+          added.push({ id, threadId, parentId, data: items[i]!, ...roleOf(items[i]!) });
+          parentId = id;
+        }
+        const ref: StoredList = { m: parentId, n: items.length };
+        vals.push([channel, version, ref]);
+        if (head === undefined && channel === [...this.#messageChannels][0]) head = parentId;
+      }
+      if (added.length > 0) await tx.addMessages(added);
+      if (head === undefined) {
+        const inherited = base?.get([...this.#messageChannels][0]!)?.r;
+        head = inherited && isStoredList(inherited) ? inherited.m : null;
+      }
+      const record: CheckpointRecord = {
+        lg: 'checkpoint',
+        id: checkpoint.id,
+        parent,
+        header,
+        meta,
+        vals,
+      };
+      return {
+        record,
+        messageId: head,
+        added: added.map((m) => [m.id!, { parent: m.parentId, value: m.data }] as const),
+      };
+    });
+    return {
+      configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id },
+    };
+  }
+
+  async putWrites(
+    config: RunnableConfig,
+    writes: PendingWrite[],
+    taskId: string,
+    taskPath?: string,
+  ): Promise<void> {
+    if (!config.configurable) throw new Error('Empty configuration supplied.');
+    const threadId = configThreadId(config);
+    if (threadId === undefined) throw new Error('Missing thread_id field in config.configurable.');
+    const checkpointId = getCheckpointId(config);
+    if (!checkpointId) throw new Error('Missing checkpoint_id field in config.configurable.');
+    if (typeof taskId !== 'string') {
+      throw invalidArgument(`taskId must be a string, got ${JSON.stringify(taskId)}`);
+    }
+    const ns = configNamespace(config);
+    const items = await Promise.all(
+      writes.map(
+        async ([channel, value], i) =>
+          [WRITES_IDX_MAP[channel] ?? i, channel, await this.#encode(value)] as [
+            number,
+            string,
+            StoredValue,
+          ],
+      ),
+    );
+    if (items.length === 0) return;
+    await this.#append(this.#thread(threadId), ns, async (log) => {
+      const kept = items.filter(([idx]) => idx < 0 || !log.hasWrite(checkpointId, taskId, idx));
+      if (kept.length === 0) return null;
+      return {
+        record: { lg: 'writes', cp: checkpointId, task: taskId, path: taskPath ?? '', items: kept },
+        messageId: null,
+        added: [],
+      };
+    });
+  }
+
+  async deleteThread(threadId: string): Promise<void> {
+    const thread = this.#thread(String(threadId));
+    await thread.lock.run(async () => {
+      thread.spaces.clear();
+      thread.nodes.clear();
+      await this.#store.deleteThread(thread.id);
+    });
+    this.#threads.delete(thread.id);
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  #thread(id: string): ThreadLogs {
+    let thread = this.#threads.get(id);
+    if (thread) {
+      this.#threads.delete(id);
+    } else {
+      thread = new ThreadLogs(id);
+      while (this.#threads.size >= this.#cachedThreads) {
+        this.#threads.delete(this.#threads.keys().next().value!);
+      }
+    }
+    this.#threads.set(id, thread);
+    return thread;
+  }
+
+  async #langgraphThreads(): Promise<string[]> {
+    const ids: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: Awaited<ReturnType<Store['listThreads']>> = await this.#store.listThreads({
+        limit: 1000,
+        cursor,
+      });
+      for (const t of page.items) if (t.metadata.langgraph === true) ids.push(t.id);
+      cursor = page.nextCursor;
+    } while (cursor !== null);
+    return ids;
+  }
+
+  /** Brings a namespace's log up to date (one query); creates its thread and branch when asked. */
+  async #namespace(
+    thread: ThreadLogs,
+    ns: string,
+    create: boolean,
+  ): Promise<NamespaceLog | undefined> {
+    let log = thread.spaces.get(ns);
+    if (!log) {
+      let branch = (await this.#store.getThread(thread.id))
+        ? await this.#store.getBranch(thread.id, namespaceBranch(ns))
+        : null;
+      if (!branch) {
+        if (!create) return undefined;
+        branch = await this.#createNamespace(thread.id, ns);
+      }
+      log = new NamespaceLog(ns, branch.id, branch.headMessageId);
+      thread.spaces.set(ns, log);
+    }
+    await this.#refresh(thread, log);
+    if (thread.spaces.has(ns)) return log;
+    // The thread was deleted meanwhile.
+    return create ? this.#namespace(thread, ns, true) : undefined;
+  }
+
+  /** Every namespace of a thread, each brought up to date. */
+  async #namespaces(thread: ThreadLogs): Promise<NamespaceLog[]> {
+    if (!(await this.#store.getThread(thread.id))) {
+      thread.spaces.clear();
+      return [];
+    }
+    for (const branch of await this.#store.listBranches(thread.id)) {
+      const ns = namespaceOf(branch.name);
+      if (ns === null || thread.spaces.has(ns)) continue;
+      thread.spaces.set(ns, new NamespaceLog(ns, branch.id, branch.headMessageId));
+    }
+    const logs = [...thread.spaces.values()];
+    for (const log of logs) await this.#refresh(thread, log);
+    return [...thread.spaces.values()];
+  }
+
+  async #refresh(thread: ThreadLogs, log: NamespaceLog): Promise<void> {
+    let commits: StateCommit[];
+    try {
+      commits = await this.#store.getStateCommits(log.branchId, { fromVersion: log.version + 1 });
+    } catch (e) {
+      // Deleted by another process: forget it, and read it afresh next time.
+      if (isCairnError(e, 'NOT_FOUND')) {
+        thread.spaces.clear();
+        thread.nodes.clear();
+        return;
+      }
+      throw e;
+    }
+    for (const c of commits) log.fold(c.version, c.update as unknown as LogRecord);
+  }
+
+  async #createNamespace(threadId: string, ns: string) {
+    const thread = await this.#store.getThread(threadId);
+    if (!thread) {
+      await this.#ignoreConflict(() =>
+        this.#store.createThread({ id: threadId, metadata: { langgraph: true } }),
+      );
+    } else if (thread.metadata.langgraph !== true) {
+      await this.#store.updateThread(threadId, {
+        metadata: { ...thread.metadata, langgraph: true },
+      });
+    }
+    const name = namespaceBranch(ns);
+    await this.#ignoreConflict(() =>
+      this.#store.createBranch({ threadId, name, headMessageId: null }),
+    );
+    const branch = await this.#store.getBranch(threadId, name);
+    if (!branch)
+      throw new CairnError('NOT_FOUND', `branch ${JSON.stringify(name)} vanished while created`);
+    return branch;
+  }
+
+  async #ignoreConflict(fn: () => Promise<unknown>): Promise<void> {
+    try {
+      await fn();
+    } catch (e) {
+      if (!isCairnError(e, 'CONFLICT')) throw e;
+    }
+  }
+
+  /**
+   * Appends one log record to a namespace: in a transaction with the messages it adds and the
+   * branch head it moves, against the log version this process has folded. When another
+   * process appended first (CONFLICT), it reads what is new and plans again.
+   */
+  async #append(
+    thread: ThreadLogs,
+    ns: string,
+    plan: (
+      log: NamespaceLog,
+      tx: Store,
+    ) => Promise<{
+      record: LogRecord;
+      messageId: string | null;
+      added: ReadonlyArray<readonly [string, CachedNode]>;
+    } | null>,
+  ): Promise<void> {
+    await thread.lock.run(async () => {
+      for (let attempt = 1; ; attempt++) {
+        const log = (await this.#namespace(thread, ns, true))!;
+        try {
+          const done = await this.#store.transaction(async (tx) => {
+            const planned = await plan(log, tx);
+            if (!planned) return null;
+            const commit = await tx.appendStateCommit(
+              {
+                branchId: log.branchId,
+                messageId: planned.messageId,
+                update: planned.record as unknown as JsonObject,
+              },
+              log.version,
+            );
+            if (planned.messageId !== null && planned.messageId !== log.head) {
+              await tx.moveHead(log.branchId, log.head, planned.messageId);
+            }
+            return { commit, planned };
+          });
+          if (!done) return;
+          for (const [id, node] of done.planned.added) thread.nodes.set(id, node);
+          log.fold(done.commit.version, done.planned.record);
+          if (done.planned.messageId !== null) log.head = done.planned.messageId;
+          return;
+        } catch (e) {
+          if (!isCairnError(e, 'CONFLICT') || attempt >= MAX_ATTEMPTS) throw e;
+          // Another writer moved the log or the branch head: read both again.
+          thread.spaces.delete(ns);
+        }
+      }
+    });
+  }
+
+  /** The message ids of a stored list, root first, reading the chain once if it is not cached. */
+  async #chainIds(
+    thread: ThreadLogs,
+    list: StoredList,
+    store: Store = this.#store,
+  ): Promise<string[]> {
+    if (list.m === null) return [];
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const ids: string[] = [];
+      let cur: string | null = list.m;
+      while (cur !== null) {
+        const node = thread.nodes.get(cur);
+        if (!node) break;
+        ids.push(cur);
+        cur = node.parent;
+      }
+      if (cur === null) {
+        if (ids.length !== list.n) {
+          throw new CairnError(
+            'INVALID_UPDATE',
+            `message chain ${JSON.stringify(list.m)} has ${ids.length} messages, the checkpoint recorded ${list.n}`,
+          );
+        }
+        return ids.reverse();
+      }
+      for (const m of await store.getChain(list.m)) {
+        thread.nodes.set(m.id, { parent: m.parentId, value: m.data });
+      }
+    }
+    throw new CairnError('NOT_FOUND', `message chain ${JSON.stringify(list.m)} is incomplete`);
+  }
+
+  async #value(thread: ThreadLogs, ref: StoredValue | StoredList): Promise<unknown> {
+    if (!isStoredList(ref)) return this.#decode(ref);
+    const ids = await this.#chainIds(thread, ref);
+    const json = `[${ids.map((id) => JSON.stringify(thread.nodes.get(id)!.value)).join(',')}]`;
+    return this.serde.loadsTyped('json', json);
+  }
+
+  async #encode(value: unknown): Promise<StoredValue> {
+    const [type, bytes] = await this.serde.dumpsTyped(value);
+    if (type === 'json') {
+      return ['json', JSON.parse(typeof bytes === 'string' ? bytes : decoder.decode(bytes))];
+    }
+    return [type, Buffer.from(bytes).toString('base64')];
+  }
+
+  #decode([type, payload]: StoredValue): Promise<unknown> {
+    return type === 'json'
+      ? this.serde.loadsTyped('json', JSON.stringify(payload))
+      : this.serde.loadsTyped(type, Buffer.from(payload as string, 'base64'));
+  }
+
+  async #channelVersions(record: CheckpointRecord): Promise<ChannelVersions> {
+    const [type, payload] = record.header;
+    if (type === 'json') return ((payload as JsonObject).channel_versions ?? {}) as ChannelVersions;
+    return ((await this.#decode(record.header)) as Checkpoint).channel_versions ?? {};
+  }
+
+  async #tuple(
+    thread: ThreadLogs,
+    log: NamespaceLog,
+    record: CheckpointRecord,
+  ): Promise<CheckpointTuple> {
+    const checkpoint = (await this.#decode(record.header)) as Checkpoint;
+    const channelValues: Record<string, unknown> = {};
+    const resolved = log.resolve(record.id);
+    for (const [channel, version] of Object.entries(checkpoint.channel_versions ?? {})) {
+      const r = resolved.get(channel);
+      if (!r || r.r === 0 || r.v !== version) continue;
+      channelValues[channel] = await this.#value(thread, r.r);
+    }
+    checkpoint.channel_values = channelValues;
+    const pending = log.writes(record.id);
+    if (checkpoint.v < 4 && record.parent !== null) {
+      // Checkpoints before v4 kept sends in the parent's TASKS writes.
+      const sends = log.writes(record.parent).filter((w) => w.channel === TASKS);
+      channelValues[TASKS] = await Promise.all(sends.map((w) => this.#decode(w.value)));
+      const versions = Object.values(checkpoint.channel_versions ?? {});
+      checkpoint.channel_versions = {
+        ...checkpoint.channel_versions,
+        [TASKS]:
+          versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined),
+      };
+    }
+    const tuple: CheckpointTuple = {
+      config: {
+        configurable: { thread_id: thread.id, checkpoint_ns: log.ns, checkpoint_id: record.id },
+      },
+      checkpoint,
+      metadata: (await this.#decode(record.meta)) as CheckpointMetadata,
+      pendingWrites: await Promise.all(
+        pending.map(
+          async (w): Promise<CheckpointPendingWrite> => [
+            w.task,
+            w.channel,
+            await this.#decode(w.value),
+          ],
+        ),
+      ),
+    };
+    if (record.parent !== null) {
+      tuple.parentConfig = {
+        configurable: { thread_id: thread.id, checkpoint_ns: log.ns, checkpoint_id: record.parent },
+      };
+    }
+    return tuple;
+  }
+}

@@ -1,0 +1,151 @@
+import type { JsonValue } from '@cairn/core';
+import { compareWritesSortKeys, writesSortKey } from '@langchain/langgraph-checkpoint';
+
+/** A value as the log stores it: `['json', parsed JSON]`, or `[type, base64 bytes]` for any other serde type. */
+export type StoredValue = [type: string, payload: JsonValue];
+
+/** A list channel stored as Cairn messages: the head of its chain (null when empty) and its length. */
+export interface StoredList {
+  m: string | null;
+  n: number;
+}
+
+/** What a checkpoint stored for one channel named in `newVersions`: a value, a message list, or nothing (0). */
+export type ChannelRef = StoredValue | StoredList | 0;
+
+/** A log entry for `put`: the checkpoint without `channel_values`, its metadata, and the channels it changed. */
+export interface CheckpointRecord {
+  lg: 'checkpoint';
+  id: string;
+  parent: string | null;
+  header: StoredValue;
+  meta: StoredValue;
+  /** `[channel, version, value]` for every channel in `newVersions`. */
+  vals: Array<[string, string | number, ChannelRef]>;
+}
+
+/** A log entry for `putWrites`. */
+export interface WritesRecord {
+  lg: 'writes';
+  cp: string;
+  task: string;
+  path: string;
+  /** `[idx, channel, value]`; idx is `WRITES_IDX_MAP[channel]` or the write's position. */
+  items: Array<[number, string, StoredValue]>;
+}
+
+export type LogRecord = CheckpointRecord | WritesRecord;
+
+export interface PendingWriteRecord {
+  task: string;
+  idx: number;
+  channel: string;
+  value: StoredValue;
+  path: string;
+}
+
+interface Resolved {
+  v: string | number;
+  r: ChannelRef;
+}
+
+/**
+ * One checkpoint namespace of one LangGraph thread, folded from its log (the state commits of
+ * one Cairn branch). Entries are immutable once folded; `version` is the last commit folded.
+ */
+export class NamespaceLog {
+  readonly ns: string;
+  readonly branchId: string;
+  version = 0;
+  head: string | null;
+  latest: string | null = null;
+  readonly checkpoints = new Map<string, CheckpointRecord>();
+  readonly #writes = new Map<string, Map<string, PendingWriteRecord>>();
+  #resolved = new Map<string, Map<string, Resolved>>();
+  #sorted: string[] | null = null;
+
+  constructor(ns: string, branchId: string, head: string | null) {
+    this.ns = ns;
+    this.branchId = branchId;
+    this.head = head;
+  }
+
+  /** Folds one commit; commits must arrive in version order, and ones already folded are skipped. */
+  fold(version: number, record: LogRecord): void {
+    if (version <= this.version) return;
+    this.version = version;
+    if (record.lg === 'checkpoint') {
+      // A checkpoint stored again under its id replaces the old one; what its descendants resolved may change.
+      if (this.checkpoints.has(record.id)) this.#resolved = new Map();
+      this.checkpoints.set(record.id, record);
+      this.#sorted = null;
+      if (this.latest === null || record.id > this.latest) this.latest = record.id;
+      return;
+    }
+    const writes = this.#writes.get(record.cp) ?? new Map<string, PendingWriteRecord>();
+    this.#writes.set(record.cp, writes);
+    for (const [idx, channel, value] of record.items) {
+      const key = `${record.task}\u0000${idx}`;
+      // Special channels (negative idx) replace; ordinary writes are insert-or-ignore.
+      if (idx >= 0 && writes.has(key)) continue;
+      writes.set(key, { task: record.task, idx, channel, value, path: record.path });
+    }
+  }
+
+  hasWrite(checkpointId: string, task: string, idx: number): boolean {
+    return this.#writes.get(checkpointId)?.has(`${task}\u0000${idx}`) ?? false;
+  }
+
+  /** The pending writes of a checkpoint in `writesSortKey(task_path, task_id, idx)` order. */
+  writes(checkpointId: string): PendingWriteRecord[] {
+    const writes = this.#writes.get(checkpointId);
+    if (!writes) return [];
+    return [...writes.values()]
+      .map((w) => ({ w, key: writesSortKey(w.path, w.task, w.idx) }))
+      .sort((a, b) => compareWritesSortKeys(a.key, b.key))
+      .map(({ w }) => w);
+  }
+
+  /** Checkpoint ids, newest first. */
+  newestFirst(): string[] {
+    this.#sorted ??= [...this.checkpoints.keys()].sort().reverse();
+    return this.#sorted;
+  }
+
+  /**
+   * What each channel holds at a checkpoint: the nearest value stored for it on the
+   * checkpoint's own lineage (itself, then its parent, ...), with the version it was stored at.
+   */
+  resolve(id: string): Map<string, Resolved> {
+    const known = this.#resolved.get(id);
+    if (known) return known;
+    const path: CheckpointRecord[] = [];
+    let base: Map<string, Resolved> | undefined;
+    for (let cur: string | null = id; cur !== null; ) {
+      base = this.#resolved.get(cur);
+      if (base) break;
+      const record = this.checkpoints.get(cur);
+      if (!record) break;
+      path.push(record);
+      cur = record.parent;
+    }
+    let map = base ?? new Map<string, Resolved>();
+    for (let i = path.length - 1; i >= 0; i--) {
+      const record = path[i]!;
+      map = new Map(map);
+      for (const [channel, v, r] of record.vals) map.set(channel, { v, r });
+      this.#resolved.set(record.id, map);
+    }
+    return map;
+  }
+}
+
+/** A message node as cached: its parent and its stored data. */
+export interface CachedNode {
+  parent: string | null;
+  value: JsonValue;
+}
+
+export function isStoredList(ref: ChannelRef): ref is StoredList {
+  return typeof ref === 'object' && !Array.isArray(ref);
+}

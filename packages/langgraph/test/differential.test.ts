@@ -1,0 +1,145 @@
+// The same scripts on LangGraph's MemorySaver and on CairnSaver: every getState and every
+// getStateHistory entry must be equal, also when the history is re-read through a fresh saver
+// on a fresh store instance (another process, after a restart).
+import { AIMessage, HumanMessage } from '@langchain/core/messages';
+import type { RunnableConfig } from '@langchain/core/runnables';
+import { type BaseCheckpointSaver, MemorySaver } from '@langchain/langgraph';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CairnSaver } from '../src/index.js';
+import {
+  approvalGraph,
+  chatGraph,
+  deltaGraph,
+  history,
+  normalizer,
+  Recorder,
+  researchGraph,
+  scripts,
+} from './scripts.js';
+import { closePglite, removeTempDirs, storeKinds } from './stores.js';
+
+const graphs = {
+  chat: chatGraph,
+  approvals: approvalGraph,
+  research: researchGraph,
+  delta: deltaGraph,
+};
+
+type ScriptName = keyof typeof scripts;
+
+/** Runs a script, then reads back the whole history of its threads through `readBack` too. */
+async function run(
+  name: ScriptName,
+  saver: BaseCheckpointSaver,
+  readBack: () => Promise<BaseCheckpointSaver>,
+) {
+  const r = new Recorder();
+  const { graph, threads } = await scripts[name](saver, r);
+  const norm = normalizer();
+  const transcript = r.transcript;
+  const live: unknown[] = [];
+  for (const t of threads) live.push(await history(graph, t));
+  const fresh = graphs[name](await readBack());
+  const reread: unknown[] = [];
+  for (const t of threads) reread.push(await history(fresh, t));
+  // One normalizer over the histories, so the same checkpoint gets the same label in both.
+  return { transcript, live: norm(live), reread: norm(reread) };
+}
+
+const kinds = await storeKinds();
+afterAll(async () => {
+  await closePglite();
+  removeTempDirs();
+});
+
+describe.each(Object.keys(scripts) as ScriptName[])('the %s script', (name) => {
+  let reference: Awaited<ReturnType<typeof run>>;
+  it('runs on MemorySaver (the reference)', async () => {
+    const saver = new MemorySaver();
+    reference = await run(name, saver, async () => saver);
+    expect(reference.transcript.length).toBeGreaterThan(3);
+    expect(reference.reread).toEqual(reference.live);
+  });
+
+  for (const kind of kinds) {
+    it.skipIf(kind.skip)(
+      `gives the same states and histories on ${kind.name}`,
+      async () => {
+        const db = await kind.open();
+        try {
+          const cairn = await run(
+            name,
+            new CairnSaver(db.store),
+            async () => new CairnSaver(await db.reopen()),
+          );
+          expect(cairn.transcript).toEqual(reference.transcript);
+          expect(cairn.live).toEqual(reference.live);
+          expect(cairn.reread).toEqual(reference.live);
+        } finally {
+          await db.dispose();
+        }
+      },
+      60_000,
+    );
+  }
+});
+
+describe('messages as Cairn messages', () => {
+  it('revives LangChain messages as message classes', async () => {
+    const saver = new CairnSaver((await kinds[1]!.open()).store);
+    const graph = chatGraph(saver);
+    const config = { configurable: { thread_id: 't' } };
+    await graph.invoke({ messages: [new HumanMessage({ id: 'h', content: 'hi' })] }, config);
+    const fresh = chatGraph(new CairnSaver(saver.store));
+    const { values } = await fresh.getState(config);
+    expect(values.messages[0]).toBeInstanceOf(HumanMessage);
+    expect(values.messages[1]).toBeInstanceOf(AIMessage);
+    await saver.store.close();
+  });
+
+  it('stores each message once: the thread is the DAG, forks are branches of it', async () => {
+    const db = await kinds[0]!.open();
+    const saver = new CairnSaver(db.store);
+    const graph = chatGraph(saver);
+    const config: RunnableConfig = { configurable: { thread_id: 'dag' } };
+    for (let i = 1; i <= 5; i++) {
+      await graph.invoke(
+        { messages: [new HumanMessage({ id: `h-${i}`, content: `q${i}` })] },
+        config,
+      );
+    }
+    const branch = (await db.store.getBranch('dag', 'langgraph'))!;
+    const chain = await db.store.getChain(branch.headMessageId!);
+    expect(chain.map((m) => [m.role, m.type])).toEqual(
+      Array.from({ length: 5 }, () => [
+        ['user', 'HumanMessage'],
+        ['assistant', 'AIMessage'],
+      ]).flat(),
+    );
+    // Every checkpoint's messages are a prefix of that one chain: 10 messages in all.
+    const heads = new Set<string>();
+    for (const c of await db.store.getStateCommits(branch.id)) {
+      if (c.messageId) heads.add(c.messageId);
+    }
+    const stored = new Set<string>();
+    for (const h of heads) for (const m of await db.store.getChain(h)) stored.add(m.id);
+    expect(stored.size).toBe(10);
+
+    // Two forks of the checkpoint after turn 2 share its four messages and add one pair each.
+    const past = await history(graph, config);
+    const turn2 = past.find((s: any) => s.values.messages.length === 4 && s.next.length === 0) as {
+      config: RunnableConfig;
+    };
+    const tips: string[] = [];
+    for (const id of ['a', 'b']) {
+      await graph.invoke({ messages: [new HumanMessage({ id, content: id })] }, turn2.config);
+      tips.push((await db.store.getStateCommits(branch.id)).at(-1)!.messageId!);
+    }
+    const [a, b] = await Promise.all(tips.map((t) => db.store.getChain(t)));
+    expect(a!.slice(0, 4)).toEqual(chain.slice(0, 4));
+    expect(b!.slice(0, 4)).toEqual(chain.slice(0, 4));
+    expect(a![4]!.id).not.toBe(b![4]!.id);
+    expect(a!.length).toBe(6);
+    await db.dispose();
+  });
+});

@@ -1,0 +1,218 @@
+// CairnStore against LangGraph's InMemoryStore: the same operations on both, results equal;
+// then what InMemoryStore's own tests pin, and the tenant-prefix leak (langgraphjs#2721).
+import { Embeddings } from '@langchain/core/embeddings';
+import {
+  type BaseStore,
+  InMemoryStore,
+  InvalidNamespaceError,
+} from '@langchain/langgraph-checkpoint';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CairnStore } from '../src/index.js';
+import { closePglite, removeTempDirs, storeKinds } from './stores.js';
+
+/** A deterministic bag-of-words embedder. */
+class WordEmbeddings extends Embeddings {
+  constructor() {
+    super({});
+  }
+  #embed(text: string): number[] {
+    const v = new Array(16).fill(0);
+    for (const word of text.toLowerCase().match(/[a-z]+/g) ?? []) {
+      let h = 0;
+      for (const ch of word) h = (h * 31 + ch.charCodeAt(0)) % 16;
+      v[h] += 1;
+    }
+    const norm = Math.hypot(...v) || 1;
+    return v.map((x) => x / norm);
+  }
+  async embedDocuments(texts: string[]) {
+    return texts.map((t) => this.#embed(t));
+  }
+  async embedQuery(text: string) {
+    return this.#embed(text);
+  }
+}
+
+const NAMESPACES = [
+  ['a', 'b', 'c'],
+  ['a', 'b', 'd', 'e'],
+  ['a', 'b', 'd', 'i'],
+  ['a', 'b', 'f'],
+  ['a', 'c', 'f'],
+  ['b', 'a', 'f'],
+  ['users', '123'],
+  ['users', '456', 'settings'],
+  ['admin', 'users', '789'],
+  ['tenant', 'acme'],
+  ['tenant', 'acme', 'sub'],
+  ['tenant', 'acme-corp'],
+  ['user_1'],
+  ['100%'],
+];
+
+const strip = (items: unknown) =>
+  JSON.parse(
+    JSON.stringify(items, (k, v) => (k === 'createdAt' || k === 'updatedAt' ? undefined : v)),
+  );
+
+/** The same operations on any BaseStore; returns every result, items without their times. */
+async function script(store: BaseStore): Promise<unknown[]> {
+  const out: unknown[] = [];
+  const note = (v: unknown) => out.push(strip(v));
+  let n = 0;
+  for (const ns of NAMESPACES) {
+    await store.put(ns, 'k1', { n: ++n, label: ns.join('/'), tags: ['x', String(n % 3)] });
+    await store.put(ns, 'k2', { n: ++n, label: `${ns[0]} second`, flag: n % 2 === 0 });
+  }
+  note(await store.get(['a', 'b', 'c'], 'k1'));
+  note(await store.get(['a', 'b', 'c'], 'missing'));
+  note(await store.get(['nope'], 'k1'));
+  // Namespace listing: prefix, suffix, wildcards, depth, paging.
+  note(await store.listNamespaces());
+  note(await store.listNamespaces({ prefix: ['a', 'b'] }));
+  note(await store.listNamespaces({ suffix: ['f'] }));
+  note(await store.listNamespaces({ maxDepth: 2 }));
+  note(await store.listNamespaces({ limit: 3, offset: 2 }));
+  note(await store.listNamespaces({ prefix: ['a'], suffix: ['f'], maxDepth: 2 }));
+  note(await store.listNamespaces({ prefix: ['a', '*', 'f'] }));
+  note(await store.listNamespaces({ suffix: ['*', 'f'] }));
+  note(await store.listNamespaces({ prefix: ['z'] }));
+  note(await store.listNamespaces({ suffix: ['corp'] }));
+  note(await store.listNamespaces({ prefix: ['tenant', '*'] }));
+  // Search by namespace prefix and filters.
+  const keys = async (prefix: string[], options: Parameters<BaseStore['search']>[1] = {}) =>
+    (await store.search(prefix, { limit: 100, ...options }))
+      .map((i) => `${i.namespace.join('/')}#${i.key}`)
+      .sort();
+  note(await keys(['tenant', 'acme']));
+  note(await keys([]));
+  note(await keys(['a', 'b']));
+  note(await keys(['user_1']));
+  note(await keys(['100%']));
+  note(await keys(['a'], { filter: { n: { $gt: 4, $lte: 9 } } }));
+  note(await keys([], { filter: { flag: true } }));
+  note(await keys([], { filter: { n: { $in: [1, 2, 27] } } }));
+  note(await keys(['a'], { filter: { n: { $nin: [1, 2] }, flag: { $ne: true } } }));
+  note(await keys([], { filter: { n: 7 } }));
+  note(await keys([], { filter: { label: { $eq: 'users second' } } }));
+  note(await store.search(['a', 'b', 'c'], { limit: 1, offset: 1 }));
+  note(await store.search(['a', 'b', 'c']));
+  // Updates and deletes.
+  await store.put(['a', 'b', 'c'], 'k1', { n: 100, label: 'updated' });
+  note(await store.get(['a', 'b', 'c'], 'k1'));
+  await store.delete(['a', 'b', 'c'], 'k2');
+  note(await store.get(['a', 'b', 'c'], 'k2'));
+  note(await store.search(['a', 'b', 'c']));
+  // A batch: reads see the store as it was before the batch's puts.
+  note(
+    await store.batch([
+      { namespace: ['batch'], key: 'x', value: { v: 1 } },
+      { namespace: ['batch'], key: 'x' },
+      { namespacePrefix: ['batch'], limit: 10, offset: 0 },
+    ]),
+  );
+  note(await store.get(['batch'], 'x'));
+  return out;
+}
+
+const kinds = await storeKinds();
+afterAll(async () => {
+  await closePglite();
+  removeTempDirs();
+});
+
+describe('CairnStore', () => {
+  let reference: unknown[];
+  it('InMemoryStore (the reference) runs the script', async () => {
+    reference = await script(new InMemoryStore());
+    expect(reference.length).toBeGreaterThan(20);
+  });
+
+  for (const kind of kinds) {
+    it.skipIf(kind.skip)(
+      `answers as InMemoryStore does on ${kind.name}`,
+      async () => {
+        const db = await kind.open();
+        try {
+          expect(await script(new CairnStore(db.store))).toEqual(reference);
+          // Another instance on the same database sees the same items.
+          const again = new CairnStore(await db.reopen());
+          expect(strip(await again.get(['a', 'b', 'c'], 'k1'))).toEqual({
+            key: 'k1',
+            namespace: ['a', 'b', 'c'],
+            value: { n: 100, label: 'updated' },
+          });
+        } finally {
+          await db.dispose();
+        }
+      },
+      60_000,
+    );
+
+    it.skipIf(kind.skip)(
+      `searches by meaning with an IndexConfig on ${kind.name}`,
+      async () => {
+        const db = await kind.open();
+        const index = { dims: 16, embeddings: new WordEmbeddings(), fields: ['text'] };
+        const stores = [new InMemoryStore({ index }), new CairnStore(db.store, { index })];
+        try {
+          const results = [];
+          for (const store of stores) {
+            await store.put(['docs'], 'sky', { text: 'why is the sky blue' });
+            await store.put(['docs'], 'sea', { text: 'the sea is deep and blue' });
+            await store.put(['docs'], 'cake', { text: 'how to bake a chocolate cake' });
+            await store.put(['docs'], 'raw', { text: 'blue sky thinking' }, false);
+            await store.put(['other'], 'sky2', { text: 'the sky at night' });
+            const hits = await store.search(['docs'], { query: 'blue sky', limit: 10 });
+            results.push(
+              hits.map((h) => [h.key, h.score === undefined ? null : h.score.toFixed(4)]),
+            );
+          }
+          expect(results[1]).toEqual(results[0]);
+          expect(results[0]![0]![0]).toBe('sky');
+          expect(results[0]!.at(-1)).toEqual(['raw', null]);
+        } finally {
+          await db.dispose();
+        }
+      },
+      60_000,
+    );
+  }
+
+  it('matches namespaces by whole labels (langgraphjs#2721)', async () => {
+    const db = await kinds[0]!.open();
+    const store = new CairnStore(db.store);
+    await store.put(['tenant', 'acme'], 'secret', { v: 1 });
+    await store.put(['tenant', 'acme-corp'], 'secret', { v: 2 });
+    await store.put(['tenant', 'acme', 'sub'], 'x', { v: 3 });
+    const hits = await store.search(['tenant', 'acme']);
+    expect(hits.map((h) => h.namespace)).toEqual([
+      ['tenant', 'acme'],
+      ['tenant', 'acme', 'sub'],
+    ]);
+    expect((await store.search(['tenant', 'acme'], { query: 'secret' })).length).toBeLessThan(3);
+    await db.dispose();
+  });
+
+  it('filters a list or object value by JSON equality (InMemoryStore compares them by reference)', async () => {
+    const store = new CairnStore((await kinds[0]!.open()).store);
+    await store.put(['t'], 'a', { tags: ['x', '1'], meta: { k: 1 } });
+    await store.put(['t'], 'b', { tags: ['x', '2'], meta: { k: 2 } });
+    const keys = async (filter: Record<string, unknown>) =>
+      (await store.search(['t'], { filter })).map((i) => i.key);
+    expect(await keys({ tags: ['x', '1'] })).toEqual(['a']);
+    expect(await keys({ meta: { $eq: { k: 2 } } })).toEqual(['b']);
+    expect(await keys({ tags: { $in: [['x', '2']] } })).toEqual(['b']);
+    expect(await keys({ missing: { $exists: false }, meta: { $exists: true } })).toEqual([
+      'a',
+      'b',
+    ]);
+  });
+
+  it('rejects invalid namespaces as LangGraph does', async () => {
+    const store = new CairnStore((await kinds[0]!.open()).store);
+    await expect(store.put([], 'k', { v: 1 })).rejects.toThrow(InvalidNamespaceError);
+    await expect(store.put(['a', ''], 'k', { v: 1 })).rejects.toThrow(InvalidNamespaceError);
+    await expect(store.put(['langgraph'], 'k', { v: 1 })).rejects.toThrow(InvalidNamespaceError);
+  });
+});
