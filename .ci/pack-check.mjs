@@ -75,14 +75,25 @@ try {
 
   // 1. Pack every package, check what each tarball holds, then publint and attw (two at a time).
   for (const pkg of packages) {
-    const dir = join(root, pkg.dir);
-    if (!existsSync(join(dir, 'dist')))
+    if (!existsSync(join(root, pkg.dir, 'dist')))
       throw new Error(`${pkg.dir} is not built: run pnpm build first`);
-    const out = execFileSync('pnpm', ['pack', '--pack-destination', tarballs], {
-      cwd: dir,
-      encoding: 'utf8',
-    });
-    pkg.tarball = join(tarballs, basename(out.trim().split('\n').at(-1).trim()));
+  }
+  // One pnpm run packs them all (it turns workspace: ranges into versions).
+  execFileSync(
+    'pnpm',
+    [
+      '-r',
+      ...packages.flatMap((p) => ['--filter', `./${p.dir}`]),
+      'pack',
+      '--pack-destination',
+      tarballs,
+    ],
+    { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  for (const pkg of packages) {
+    const { name, version } = pkg.manifest;
+    pkg.tarball = join(tarballs, `${name.replace(/^@/, '').replace('/', '-')}-${version}.tgz`);
+    if (!existsSync(pkg.tarball)) throw new Error(`pnpm pack made no ${basename(pkg.tarball)}`);
     const files = new Set(
       execFileSync('tar', ['-tzf', pkg.tarball], { encoding: 'utf8' })
         .split('\n')
@@ -413,13 +424,13 @@ function checkExamples(examples, env) {
           {
             cwd: runDir,
             env: runEnv,
-            timeout: 120_000,
+            timeout: 300_000,
           },
         )
       : run('node', [join(app, 'out', ex.file.replace(/\.tsx?$/, '.js'))], {
           cwd: runDir,
           env: runEnv,
-          timeout: 60_000,
+          timeout: 300_000,
         });
     if (r.status !== 0) {
       fail(
