@@ -1,3 +1,3 @@
 import { defineConfig } from 'vitest/config';
 
-export default defineConfig({ test: { globals: true, hookTimeout: 30_000, testTimeout: 30_000 } });
+export default defineConfig({ test: { globals: true, hookTimeout: 120_000, testTimeout: 60_000 } });

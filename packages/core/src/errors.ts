@@ -13,7 +13,8 @@ export type CairnErrorCode =
   | 'SCHEMA_TOO_NEW'
   | 'CLOSED'
   | 'TIMEOUT'
-  | 'ABORTED';
+  | 'ABORTED'
+  | 'UNAVAILABLE';
 
 const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([
   'NOT_FOUND',
@@ -27,6 +28,7 @@ const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([
   'CLOSED',
   'TIMEOUT',
   'ABORTED',
+  'UNAVAILABLE',
 ]);
 
 /**
@@ -112,4 +114,17 @@ export function notFound(what: string, id: string, details?: Record<string, unkn
  */
 export function conflict(message: string, details?: Record<string, unknown>): CairnError {
   return new CairnError('CONFLICT', message, details ? { details } : {});
+}
+
+/**
+ * `UNAVAILABLE`: the database or its client failed (connection refused, a file that is
+ * not a database, a lost connection). The driver's error is the `cause`.
+ *
+ * @example
+ * ```ts
+ * throw unavailable('could not reach the database', err);
+ * ```
+ */
+export function unavailable(message: string, cause: unknown): CairnError {
+  return new CairnError('UNAVAILABLE', message, { cause });
 }

@@ -6,6 +6,7 @@ export {
   invalidArgument,
   isCairnError,
   notFound,
+  unavailable,
 } from './errors.js';
 export { newId } from './ids.js';
 export {

@@ -18,17 +18,28 @@ import {
   validate,
 } from '@langchain/langgraph-checkpoint-validation';
 
+/** Every instance must see empty storage: a database kept for the run is emptied after each one. */
+async function emptied(store: Store): Promise<void> {
+  for (;;) {
+    const { items } = await store.listThreads({ limit: 1000 });
+    if (items.length === 0) break;
+    for (const t of items) await store.deleteThread(t.id);
+  }
+  await store.close();
+}
+
 function initializer(
   name: string,
   create: () => Store | Promise<Store>,
   hooks: { beforeAll?: () => Promise<void>; afterAll?: () => Promise<void> } = {},
+  keep = false,
 ): CheckpointSaverTestInitializer<CairnSaver> {
   return {
     checkpointerName: `@cairn/langgraph on ${name}`,
-    beforeAllTimeout: 30_000,
+    beforeAllTimeout: 120_000,
     ...hooks,
     createCheckpointer: async () => new CairnSaver(await create()),
-    destroyCheckpointer: (saver) => saver.store.close(),
+    destroyCheckpointer: (saver) => (keep ? emptied(saver.store) : saver.store.close()),
   };
 }
 
@@ -40,40 +51,35 @@ function run(init: CheckpointSaverTestInitializer<CairnSaver>) {
 run(initializer('the in-memory store', () => createMemoryStore()));
 run(initializer('SQLite', () => createSqliteStore({ path: ':memory:' })));
 
+// The Postgres stores share one schema for the run (migrating a new schema per test is slow).
 let pglite: PGlite | undefined;
-let n = 0;
 run(
   initializer(
     'PGlite',
-    () => createPostgresStore({ client: pglite! }, { schema: `langgraph_validation_${++n}` }),
+    () => createPostgresStore({ client: pglite! }, { schema: 'langgraph_validation' }),
     {
       beforeAll: async () => {
         pglite ??= new PGlite();
+        await pglite.waitReady;
       },
       afterAll: async () => {
         await pglite?.close();
         pglite = undefined;
       },
     },
+    true,
   ),
 );
 
 const skip = await postgresTestSkip('langgraph-validation');
 if (!skip) {
-  const schemas: string[] = [];
+  const schema = freshSchema('langgraph_validation');
   run(
     initializer(
       'the PostgreSQL server',
-      () => {
-        const schema = freshSchema('langgraph_validation');
-        schemas.push(schema);
-        return createPostgresStore({ connectionString: POSTGRES_TEST_URL }, { schema });
-      },
-      {
-        afterAll: async () => {
-          for (const s of schemas.splice(0)) await dropSchema(s);
-        },
-      },
+      () => createPostgresStore({ connectionString: POSTGRES_TEST_URL }, { schema }),
+      { afterAll: () => dropSchema(schema) },
+      true,
     ),
   );
 }

@@ -289,14 +289,16 @@ export class CairnSaver extends BaseCheckpointSaver {
       Object.entries(newVersions).map(async ([channel, version]): Promise<Prepared> => {
         const value = values?.[channel];
         if (value === undefined) return [channel, version, 0];
-        if (this.#messageChannels.has(channel) && Array.isArray(value)) {
-          const items = await Promise.all(value.map((v) => this.#encode(v)));
-          // Elements the serializer writes as bytes: the whole value is stored instead.
-          if (items.every(([type]) => type === 'json')) {
-            return [channel, version, { list: items.map(([, payload]) => payload) }];
-          }
+        const stored = await this.#encode(value);
+        // One serialization of the whole list; a list the serializer writes as bytes is stored whole.
+        if (
+          this.#messageChannels.has(channel) &&
+          stored[0] === 'json' &&
+          Array.isArray(stored[1])
+        ) {
+          return [channel, version, { list: stored[1] }];
         }
-        return [channel, version, { value: await this.#encode(value) }];
+        return [channel, version, { value: stored }];
       }),
     );
     const thread = this.#thread(threadId);
@@ -604,7 +606,13 @@ export class CairnSaver extends BaseCheckpointSaver {
   async #value(thread: ThreadLogs, ref: StoredValue | StoredList): Promise<unknown> {
     if (!isStoredList(ref)) return this.#decode(ref);
     const ids = await this.#chainIds(thread, ref);
-    const json = `[${ids.map((id) => JSON.stringify(thread.nodes.get(id)!.value)).join(',')}]`;
+    const json = `[${ids
+      .map((id) => {
+        const node = thread.nodes.get(id)!;
+        node.json ??= JSON.stringify(node.value);
+        return node.json;
+      })
+      .join(',')}]`;
     return this.serde.loadsTyped('json', json);
   }
 

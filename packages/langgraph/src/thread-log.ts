@@ -144,6 +144,8 @@ export class NamespaceLog {
 export interface CachedNode {
   parent: string | null;
   value: JsonValue;
+  /** `value` serialized, once it has been read. */
+  json?: string;
 }
 
 export function isStoredList(ref: ChannelRef): ref is StoredList {

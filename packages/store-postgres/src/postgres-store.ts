@@ -1354,13 +1354,13 @@ export class PostgresStore implements Store {
     await this.#core.gate.exclusive(() => this.#core.migrate());
   }
 
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   async close(): Promise<void> {
     if (this.#tx) throw invalid('close() the store, not the store handed to transaction()');
     await this.#core.close();
-  }
-
-  [Symbol.asyncDispose](): Promise<void> {
-    return this.close();
   }
 
   // ------------------------------------------------------------------ helpers

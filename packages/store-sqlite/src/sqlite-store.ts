@@ -1403,6 +1403,10 @@ export class SqliteStoreView implements Store {
     await this.#r.read(() => runMigrations(this.#s.db));
   }
 
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   async close(): Promise<void> {
     if (this.#r instanceof TxRunner) throw invalid('close the store, not a transaction');
     if (this.#s.closed) return;
@@ -1412,10 +1416,6 @@ export class SqliteStoreView implements Store {
     this.#s.emitter.clear();
     this.#s.clearStatements();
     if (this.#s.ownsDb && this.#s.db.open) this.#s.db.close();
-  }
-
-  [Symbol.asyncDispose](): Promise<void> {
-    return this.close();
   }
 }
 

@@ -40,3 +40,29 @@ export function matchesMemoryFilter(memory: Memory, filter: MemoryFilter = {}): 
 export function keywordTokens(text: string): string[] {
   return text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
 }
+
+/**
+ * English stop words (the Snowball list PostgreSQL's `english` configuration uses):
+ * too common to say anything about relevance, so keyword search leaves them out of the
+ * query in every store.
+ */
+export const STOP_WORDS: ReadonlySet<string> = new Set(
+  (
+    'i me my myself we our ours ourselves you your yours yourself yourselves he him his ' +
+    'himself she her hers herself it its itself they them their theirs themselves what ' +
+    'which who whom this that these those am is are was were be been being have has had ' +
+    'having do does did doing a an the and but if or because as until while of at by for ' +
+    'with about against between into through during before after above below to from up ' +
+    'down in out on off over under again further then once here there when where why how ' +
+    'all any both each few more most other some such no nor not only own same so than too ' +
+    'very s t can will just don should now'
+  ).split(' '),
+);
+
+/**
+ * The terms a keyword search looks for: the query's distinct words (`keywordTokens`)
+ * without stop words, in query order. Empty when the query holds only stop words.
+ */
+export function searchTerms(text: string): string[] {
+  return [...new Set(keywordTokens(text))].filter((t) => !STOP_WORDS.has(t));
+}

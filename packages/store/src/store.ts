@@ -336,8 +336,11 @@ export interface Store {
   subscribe(threadId: string, listener: StoreListener): () => void;
   /** Brings the schema up to date (also run when the store opens). Idempotent. */
   migrate(): Promise<void>;
-  /** Releases what the store opened itself. Calls afterwards fail with `CLOSED`. */
+  /**
+   * Releases what the store opened itself. Calls afterwards fail with `CLOSED`; closing
+   * again does nothing. On a transaction's store it is `INVALID_ARGUMENT`: close the store.
+   */
   close(): Promise<void>;
-  /** `close()`, so that `await using store = ...` closes the store at the end of the block. */
+  /** `close()`, for `await using store = createMemoryStore()`. */
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -8,6 +8,7 @@ import {
   type Branch,
   CairnError,
   type Checkpoint,
+  conflict,
   findNonJson,
   type JsonObject,
   type JsonValue,
@@ -23,7 +24,11 @@ import {
 } from '@cairn/core';
 import type {
   AcquireLeaseInput,
+  ChainOptions,
   EmbeddingSpace,
+  LatestCommitQuery,
+  ListMemoriesOptions,
+  ListThreadsOptions,
   MemoryFilter,
   MemoryPatch,
   MemorySearch,
@@ -33,6 +38,7 @@ import type {
   NewMessage,
   NewStateCommit,
   NewThread,
+  StateCommitRange,
   ThreadPatch,
 } from './store.js';
 
@@ -498,6 +504,7 @@ function checkContent(value: unknown, label: string) {
 export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] {
   if (!Array.isArray(batch)) throw invalid('addMemories expects an array of memories');
   let width: number | undefined;
+  const seen = new Set<string>();
   return batch.map((m, i) => {
     const at = `memories[${i}]`;
     if (typeof m !== 'object' || m === null) throw invalid(`${at} must be an object`);
@@ -538,6 +545,9 @@ export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] 
       embedding,
       createdAt: checkTimestamp(m.createdAt, `${at}.createdAt`, now),
     };
+    if (seen.has(memory.id))
+      throw conflict(`${at}.id ${show(memory.id)} appears twice in the batch`, { id: memory.id });
+    seen.add(memory.id);
     if (scope === 'room' && memory.roomId === null)
       throw invalid(`${at}: a room-scoped memory needs a roomId`);
     if (scope === 'shared' && memory.worldId === null)
@@ -701,4 +711,128 @@ export function decodeCursor(cursor: unknown): JsonValue[] {
     if (Array.isArray(values)) return values;
   } catch {}
   throw invalid(`cursor ${show(cursor)} is not one this store issued`);
+}
+
+/** INVALID_ARGUMENT unless `value` is an object (an options argument, say). */
+export function checkObjectArgument(value: unknown, label: string): void {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw invalid(`${label} must be an object, got ${show(value)}`);
+}
+
+/** `listThreads` options: the limit, the resource and the position a cursor holds. */
+export function checkListThreadsOptions(options: ListThreadsOptions): {
+  limit: number;
+  resourceId?: string;
+  beforeSeq?: number;
+} {
+  checkObjectArgument(options, 'listThreads options');
+  const out: { limit: number; resourceId?: string; beforeSeq?: number } = {
+    limit: checkLimit(options.limit, 'limit', 50, 1000),
+  };
+  if (options.resourceId !== undefined) out.resourceId = checkId(options.resourceId, 'resourceId');
+  if (options.cursor != null) {
+    const c = decodeCursor(options.cursor);
+    if (c.length !== 1 || !Number.isSafeInteger(c[0]))
+      throw invalid(`cursor ${show(options.cursor)} is not one this store issued`);
+    out.beforeSeq = c[0] as number;
+  }
+  return out;
+}
+
+/** `getChain` options. */
+export function checkChainOptions(options: ChainOptions): ChainOptions {
+  checkObjectArgument(options, 'getChain options');
+  const out: ChainOptions = {};
+  if (options.limit !== undefined)
+    out.limit = checkLimit(options.limit, 'limit', 0, Number.MAX_SAFE_INTEGER);
+  if (options.beforeDepth !== undefined) {
+    if (!Number.isSafeInteger(options.beforeDepth) || options.beforeDepth < 0)
+      throw invalid(`beforeDepth must be an integer >= 0, got ${show(options.beforeDepth)}`);
+    out.beforeDepth = options.beforeDepth;
+  }
+  return out;
+}
+
+/** A state commit range, defaults filled in. */
+export function checkStateRange(range: StateCommitRange): { from: number; to: number } {
+  checkObjectArgument(range, 'range');
+  const from = range.fromVersion ?? 1;
+  const to = range.toVersion ?? Number.MAX_SAFE_INTEGER;
+  for (const [label, v] of [
+    ['fromVersion', from],
+    ['toVersion', to],
+  ] as const) {
+    if (!Number.isSafeInteger(v) || v < 0)
+      throw invalid(`${label} must be an integer >= 0, got ${show(v)}`);
+  }
+  return { from, to };
+}
+
+/** A `getLatestStateCommit` query. */
+export function checkLatestCommitQuery(query: LatestCommitQuery): LatestCommitQuery {
+  checkObjectArgument(query, 'query');
+  const out: LatestCommitQuery = {};
+  if (query.withSnapshot !== undefined) {
+    if (typeof query.withSnapshot !== 'boolean')
+      throw invalid(`withSnapshot must be a boolean, got ${show(query.withSnapshot)}`);
+    out.withSnapshot = query.withSnapshot;
+  }
+  for (const label of ['maxVersion', 'maxMessageDepth'] as const) {
+    const v = query[label];
+    if (v === undefined) continue;
+    if (!Number.isSafeInteger(v)) throw invalid(`${label} must be an integer, got ${show(v)}`);
+    out[label] = v;
+  }
+  return out;
+}
+
+/** `purgeTurns` options. */
+export function checkPurgeTurns(options: { before: number; threadId?: string }): {
+  before: number;
+  threadId: string | undefined;
+} {
+  checkObjectArgument(options, 'purgeTurns options');
+  if (options.before === undefined) throw invalid('purgeTurns needs `before` (a timestamp)');
+  return {
+    before: checkTimestamp(options.before, 'before', 0),
+    threadId: options.threadId === undefined ? undefined : checkId(options.threadId, 'threadId'),
+  };
+}
+
+/** An array of ids, every one checked before any is used. */
+export function checkIdList(ids: unknown, label: string): string[] {
+  if (!Array.isArray(ids)) throw invalid(`${label} must be an array of ids, got ${show(ids)}`);
+  for (let i = 0; i < ids.length; i++) checkId(ids[i], `${label}[${i}]`);
+  return ids as string[];
+}
+
+/** `listMemories` options, defaults filled in. */
+export function checkListMemoriesOptions(options: ListMemoriesOptions): {
+  limit: number;
+  order: 'newest' | 'oldest';
+} {
+  checkObjectArgument(options, 'listMemories options');
+  const order = options.order ?? 'newest';
+  if (order !== 'newest' && order !== 'oldest')
+    throw invalid(`order must be newest or oldest, got ${show(order)}`);
+  return { limit: checkLimit(options.limit, 'limit', 100, 10_000), order };
+}
+
+/** The content hashes of `getCachedEmbeddings`. */
+export function checkContentHashes(hashes: unknown): string[] {
+  return checkIdList(hashes, 'contentHashes');
+}
+
+/** The entries of `putCachedEmbeddings` (widths are checked against the store later). */
+export function checkCachedEmbeddings(
+  entries: unknown,
+): Array<{ contentHash: string; embedding: number[] }> {
+  if (!Array.isArray(entries))
+    throw invalid(`entries must be an array of { contentHash, embedding }, got ${show(entries)}`);
+  for (const [i, e] of entries.entries()) {
+    checkObjectArgument(e, `entries[${i}]`);
+    checkId(e.contentHash, `entries[${i}].contentHash`);
+    checkVector(e.embedding, `entries[${i}].embedding`);
+  }
+  return entries;
 }

@@ -1,0 +1,377 @@
+/**
+ * The driver interface: what an adapter writes to make a Cairn store.
+ *
+ * `createStore(driver)` (see `front-door.ts`) is the only `Store` implementation. It
+ * checks every argument, owns the guards (closed store, ended transaction), the
+ * transaction session, notifications, error codes, messages and `details`, and the
+ * query logic every store shares (cursor encoding, float64 re-scoring of vector
+ * candidates, keyword scores). A driver does only what needs the database: run a
+ * session, read and write rows, find vector and keyword candidates, translate its own
+ * failures. Every value a driver receives has already been checked; it never validates
+ * and never builds a `CairnError` for a contract rule.
+ */
+import type {
+  Branch,
+  CairnError,
+  Checkpoint,
+  JsonObject,
+  Lease,
+  Memory,
+  Message,
+  StateCommit,
+  Thread,
+  Timestamp,
+  Turn,
+} from '@cairn/core';
+import type { EmbeddingSpace, MemoryFilter, StoreCapabilities, StoreChange } from './store.js';
+
+/** A value or a promise of it: a synchronous driver (SQLite) returns plain values. */
+export type MaybePromise<T> = T | Promise<T>;
+
+/** What `Driver.run` is asked for. */
+export interface SessionOptions {
+  /**
+   * The session writes. A write session is one transaction: everything it wrote commits
+   * when its function resolves and is rolled back when it throws. A read session
+   * (`write: false`) never writes; it may run outside a transaction.
+   */
+  write: boolean;
+}
+
+/** A thread row with its creation order, for `listThreads` paging. */
+export interface ThreadRow {
+  thread: Thread;
+  /** Increases with every thread created in this store; never reused. */
+  seq: number;
+}
+
+/** A memory with its creation order, which breaks ties between equal scores. */
+export interface MemoryRow {
+  memory: Memory;
+  /** Increases with every memory created in this store; never reused. */
+  seq: number;
+}
+
+/** A keyword candidate: a memory and the driver's relevance for it (higher is better). */
+export interface KeywordCandidate extends MemoryRow {
+  /** Any positive relevance, such as BM25. The front door rescales it to (0, 1]. */
+  relevance: number;
+}
+
+/** What `DriverSession.lookupMessageBatch` is asked for and returns. */
+export interface MessageBatchLookup {
+  /** The batch's threads that exist. */
+  threadIds: Set<string>;
+  /** The stored messages among the ids asked for (the batch's ids and its parents). */
+  messages: Map<string, { threadId: string; depth: number }>;
+}
+
+/** The state commit to append, as `DriverSession.appendStateCommit` receives it. */
+export interface StateCommitDraft {
+  branchId: string;
+  messageId: string | null;
+  update: JsonObject;
+  snapshot: JsonObject | null;
+  createdAt: Timestamp;
+}
+
+/** Conditions of `getLatestStateCommit`, all optional, all already checked. */
+export interface LatestCommitConditions {
+  withSnapshot?: boolean;
+  maxVersion?: number;
+  /** A commit with a null `messageDepth` counts as depth -1. */
+  maxMessageDepth?: number;
+}
+
+/**
+ * One session of a driver: a transaction for writes, a connection (or snapshot) for
+ * reads. The front door calls these methods only inside `Driver.run`, one at a time
+ * (never two at once on one session), with checked inputs. A method returns `null`,
+ * `false` or `0` when the row it needs is missing, or when a compare-and-set condition
+ * does not hold; it never throws for that. The front door then finds out why and
+ * reports it. Thrown errors are driver failures: the front door passes them to
+ * `Driver.translateError`.
+ *
+ * Rows come back as the `@cairn/core` types, decoded (JSON parsed, booleans and
+ * numbers as JS values) and fresh: the front door hands them to callers as they are.
+ */
+export interface DriverSession {
+  // ---------------------------------------------------------------- threads
+
+  /** Inserts a new thread. False, writing nothing, when the id is already taken. */
+  insertThread(thread: Thread): MaybePromise<boolean>;
+  getThread(id: string): MaybePromise<Thread | null>;
+  /**
+   * Sets the given fields (`title` and/or `metadata`) and `updatedAt`; returns the
+   * thread as stored now, or null when there is no such thread.
+   */
+  updateThread(
+    id: string,
+    patch: { title?: string | null; metadata?: JsonObject },
+    updatedAt: Timestamp,
+  ): MaybePromise<Thread | null>;
+  /**
+   * Threads newest first (by `seq`, descending), at most `limit`, only those of
+   * `resourceId` when given and only those with `seq < beforeSeq` when given.
+   */
+  listThreads(query: {
+    resourceId?: string;
+    beforeSeq?: number;
+    limit: number;
+  }): MaybePromise<ThreadRow[]>;
+  /**
+   * Deletes the thread and everything under it: messages, branches, their state
+   * commits, checkpoints and turns. False when there was no such thread.
+   */
+  deleteThread(id: string): MaybePromise<boolean>;
+
+  // ---------------------------------------------------------------- messages
+
+  /** Which of these threads exist, and the thread and depth of these stored messages. */
+  lookupMessageBatch(ids: {
+    threadIds: string[];
+    messageIds: string[];
+  }): MaybePromise<MessageBatchLookup>;
+  /**
+   * Inserts messages already planned (ids free, parents present, depths computed), in
+   * order. Stored messages are immutable.
+   */
+  insertMessages(messages: Message[]): MaybePromise<void>;
+  getMessage(id: string): MaybePromise<Message | null>;
+  /**
+   * The ancestors of `headId` (itself included) whose depth is in
+   * `[minDepth, maxDepth]`, root first. The front door has checked that the head exists
+   * and that `0 <= minDepth <= maxDepth <= head.depth`. Cost should follow the length of
+   * the answer, not of the whole chain.
+   */
+  getChain(headId: string, minDepth: number, maxDepth: number): MaybePromise<Message[]>;
+
+  // ---------------------------------------------------------------- branches
+
+  /**
+   * Inserts a branch with `isActive: false` whatever `branch.isActive` says (the front
+   * door activates it with `setActiveBranch`). `seq` is ignored: the driver assigns the
+   * next creation number. Returns the branch as stored, or null, writing nothing, when
+   * the id or the (threadId, name) pair is already taken.
+   */
+  insertBranch(branch: Omit<Branch, 'seq' | 'isActive'>): MaybePromise<Branch | null>;
+  getBranchById(id: string): MaybePromise<Branch | null>;
+  getBranch(threadId: string, name: string): MaybePromise<Branch | null>;
+  /** The thread's branches in creation order (`seq` ascending). */
+  listBranches(threadId: string): MaybePromise<Branch[]>;
+  getActiveBranch(threadId: string): MaybePromise<Branch | null>;
+  /** Makes `branchId` the only active branch of `threadId`; returns it, or null if missing. */
+  setActiveBranch(threadId: string, branchId: string): MaybePromise<Branch | null>;
+  /**
+   * Compare-and-set: sets the head to `newHeadId` only if the branch exists, its head is
+   * `expectedHeadId` (null matches null) and message `newHeadId` exists in the branch's
+   * thread; returns the updated branch. Otherwise null, writing nothing; the front
+   * door reads to report why. One statement where the database allows it.
+   */
+  moveHead(
+    branchId: string,
+    expectedHeadId: string | null,
+    newHeadId: string,
+  ): MaybePromise<Branch | null>;
+
+  // ---------------------------------------------------------------- checkpoints
+
+  /**
+   * Inserts the checkpoint, or, when the thread already has one of that name, points
+   * that one at `checkpoint.messageId` (keeping its id and `createdAt`). Returns it as
+   * stored. The front door has checked the thread and the message.
+   */
+  putCheckpoint(checkpoint: Checkpoint): MaybePromise<Checkpoint>;
+  getCheckpoint(threadId: string, name: string): MaybePromise<Checkpoint | null>;
+  /** In creation order. */
+  listCheckpoints(threadId: string): MaybePromise<Checkpoint[]>;
+  deleteCheckpoint(threadId: string, name: string): MaybePromise<boolean>;
+
+  // ---------------------------------------------------------------- state
+
+  /**
+   * Compare-and-set: appends version `expectedVersion + 1` only if the branch exists,
+   * its latest version is `expectedVersion` (0 when it has none) and, when
+   * `draft.messageId` is set, that message exists in the branch's thread. Fills in
+   * `threadId` (the branch's) and `messageDepth` (the message's, or null). Returns the
+   * stored commit, or null, writing nothing, when a condition fails (including a
+   * concurrent append of the same version).
+   */
+  appendStateCommit(
+    draft: StateCommitDraft,
+    expectedVersion: number,
+  ): MaybePromise<StateCommit | null>;
+  /** The branch's latest state version, 0 when it has none. */
+  latestStateVersion(branchId: string): MaybePromise<number>;
+  /** Commits with `fromVersion <= version <= toVersion`, ascending. */
+  getStateCommits(
+    branchId: string,
+    fromVersion: number,
+    toVersion: number,
+  ): MaybePromise<StateCommit[]>;
+  /** The newest commit meeting every condition, or null. */
+  getLatestStateCommit(
+    branchId: string,
+    conditions: LatestCommitConditions,
+  ): MaybePromise<StateCommit | null>;
+
+  // ---------------------------------------------------------------- turns
+
+  /** Inserts or replaces the turn of that id. The front door has checked the thread. */
+  putTurn(turn: Turn): MaybePromise<void>;
+  getTurn(id: string): MaybePromise<Turn | null>;
+  /** The thread's turns, newest `startedAt` first (ties: id descending), at most `limit`. */
+  listTurns(threadId: string, limit: number): MaybePromise<Turn[]>;
+  deleteTurn(id: string): MaybePromise<boolean>;
+  /**
+   * Deletes turns whose status is not `running` and whose `startedAt < before` (only
+   * of `threadId` when given). Returns how many.
+   */
+  purgeTurns(before: Timestamp, threadId: string | undefined): MaybePromise<number>;
+
+  // ---------------------------------------------------------------- leases
+
+  /**
+   * The lease, locked until the session ends (e.g. `SELECT … FOR UPDATE`) so that the
+   * front door's read-decide-write is atomic against other sessions. Only called in
+   * write sessions.
+   */
+  lockLease(key: string): MaybePromise<Lease | null>;
+  getLease(key: string): MaybePromise<Lease | null>;
+  /**
+   * Writes the lease. With `insert: true` (no row existed when locked) it inserts only
+   * if the key is still absent and returns false, writing nothing, when another session
+   * inserted it first (the front door then locks and decides again). Otherwise it
+   * replaces the row and returns true.
+   */
+  putLease(lease: Lease, insert: boolean): MaybePromise<boolean>;
+
+  // ---------------------------------------------------------------- memories
+
+  /** Which of these memory ids are already used. */
+  takenMemoryIds(ids: string[]): MaybePromise<string[]>;
+  /**
+   * Inserts memories (ids free, vectors of the store's width). Returns them as a later
+   * read returns them (a driver that stores float32 vectors returns them rounded).
+   */
+  insertMemories(memories: Memory[]): MaybePromise<Memory[]>;
+  getMemory(id: string): MaybePromise<Memory | null>;
+  /**
+   * Replaces the stored memory of `memory.id` (content, contentHash, metadata,
+   * embedding); returns it as a later read returns it.
+   */
+  replaceMemory(memory: Memory): MaybePromise<Memory>;
+  /** Deletes the memories of these ids; returns how many existed. */
+  deleteMemories(ids: string[]): MaybePromise<number>;
+  /**
+   * Memories meeting the filter (see `matchesMemoryFilter`, the reference), ordered by
+   * `createdAt` then creation order (`order: 'newest'`: both descending), at most `limit`.
+   */
+  listMemories(
+    filter: MemoryFilter,
+    limit: number,
+    order: 'newest' | 'oldest',
+  ): MaybePromise<Memory[]>;
+  countMemories(filter: MemoryFilter): MaybePromise<number>;
+  /**
+   * Memories with an embedding meeting the filter, nearest to `vector` by cosine
+   * similarity first, at most `count` (the front door asks for a margin beyond what it
+   * returns and re-scores the candidates in float64, so float32 or approximate distances
+   * are fine). With `minSimilarity`, only candidates whose (approximate) similarity is at
+   * least it. A zero vector counts as similarity 0.
+   */
+  vectorCandidates(query: {
+    vector: number[];
+    filter: MemoryFilter;
+    count: number;
+    minSimilarity?: number;
+  }): MaybePromise<MemoryRow[]>;
+  /**
+   * Memories meeting the filter whose text contains at least one of `terms` (lower-case
+   * words from `keywordTokens`, stop words already removed, never empty), best first by
+   * the driver's relevance (BM25 or equivalent; ties: creation order), at most `count`.
+   */
+  keywordCandidates(query: {
+    terms: string[];
+    filter: MemoryFilter;
+    count: number;
+  }): MaybePromise<KeywordCandidate[]>;
+  getEmbeddingSpace(): MaybePromise<EmbeddingSpace | null>;
+  /** Records the store's embedding space (replacing the one recorded). */
+  setEmbeddingSpace(space: EmbeddingSpace): MaybePromise<void>;
+  /** The cached embeddings of these content hashes for one embedder. */
+  getCachedEmbeddings(
+    embedderId: string,
+    contentHashes: string[],
+  ): MaybePromise<Map<string, number[]>>;
+  /** Inserts or replaces cached embeddings, stored exactly (float64). */
+  putCachedEmbeddings(
+    embedderId: string,
+    entries: Array<{ contentHash: string; embedding: number[] }>,
+  ): MaybePromise<void>;
+
+  // ---------------------------------------------------------------- session
+
+  /**
+   * Runs `fn` so that, if it throws, what it wrote is undone while the session goes on
+   * (a SQL savepoint). The front door wraps each call made inside `transaction(fn)` in
+   * one, so a failed call changes nothing even when the caller catches and continues.
+   */
+  savepoint<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Optional: tells other processes about changes this write session made, inside the
+   * transaction (e.g. `pg_notify`), called once just before the session commits.
+   * Drivers whose notifications stay in the process leave it out.
+   */
+  publish?(changes: StoreChange[]): MaybePromise<void>;
+}
+
+/**
+ * What an adapter implements. `createStore(driver)` turns it into a `Store`.
+ *
+ * @example
+ * ```ts
+ * import { createStore, type Driver } from '@cairn/store/adapter';
+ *
+ * export function createMyStore(options: MyOptions): Store {
+ *   const driver: Driver = new MyDriver(options);
+ *   return createStore(driver);
+ * }
+ * ```
+ */
+export interface Driver {
+  /** What the store can do; the front door exposes it as `store.capabilities`. */
+  readonly capabilities: StoreCapabilities;
+  /**
+   * Opens a session, runs `fn` with it and ends it: a write session commits when `fn`
+   * resolves and rolls back when it throws (rethrowing). The front door never nests
+   * calls to `run` (a nested `transaction()` joins the session it already has) and
+   * never calls session methods after `fn` settled. `run` may be called again before an
+   * earlier session ended; a driver that can hold only one session at a time queues
+   * them itself. Waiting for a lock held by another connection or process must not
+   * block the event loop.
+   */
+  run<T>(fn: (session: DriverSession) => Promise<T>, options: SessionOptions): Promise<T>;
+  /** Brings the schema up to date. Idempotent; the adapter also runs it on open. */
+  migrate(): Promise<void>;
+  /**
+   * Releases what the driver opened itself (a pool it created, a database file it
+   * opened), not what it was given. Called once, after every session ended.
+   */
+  close(): Promise<void>;
+  /**
+   * Optional: turns a failure of the database or its client into a `CairnError`, or
+   * returns undefined to let the front door wrap it as `UNAVAILABLE` (with the error as
+   * `cause`). Use it for failures with a better code, e.g. a lock wait that gave up
+   * (`TIMEOUT`) or a unique violation from a concurrent writer (`CONFLICT`); build them
+   * with the factories of `@cairn/core` and keep the driver error as `cause`.
+   */
+  translateError?(error: unknown): CairnError | undefined;
+  /**
+   * Optional, for `notifications: 'cluster'`: calls `onChange` for every change another
+   * store instance (any process) published, never for this driver's own. Returns the
+   * function that stops listening. The front door calls it once, on the first
+   * `subscribe`.
+   */
+  listen?(onChange: (change: StoreChange) => void): () => void;
+}

@@ -1,0 +1,843 @@
+import {
+  type Branch,
+  CairnError,
+  type Checkpoint,
+  conflict,
+  invalidArgument,
+  isCairnError,
+  type JsonObject,
+  type Lease,
+  type Memory,
+  type Message,
+  notFound,
+  type StateCommit,
+  type Thread,
+  type Turn,
+  unavailable,
+} from '@cairn/core';
+import type { Driver, DriverSession } from './driver.js';
+import { ChangeEmitter } from './emitter.js';
+import { Gate } from './gate.js';
+import { cosineSimilarity, searchTerms } from './memory-search.js';
+import type {
+  AcquiredLease,
+  AcquireLeaseInput,
+  ChainOptions,
+  EmbeddingSpace,
+  LatestCommitQuery,
+  ListMemoriesOptions,
+  ListThreadsOptions,
+  MemoryFilter,
+  MemoryHit,
+  MemoryPatch,
+  MemorySearch,
+  NewBranch,
+  NewCheckpoint,
+  NewMemory,
+  NewMessage,
+  NewStateCommit,
+  NewThread,
+  Page,
+  StateCommitRange,
+  Store,
+  StoreCapabilities,
+  StoreChange,
+  StoreListener,
+  ThreadPatch,
+} from './store.js';
+import {
+  checkCachedEmbeddings,
+  checkChainOptions,
+  checkContentHashes,
+  checkId,
+  checkIdList,
+  checkLatestCommitQuery,
+  checkLeaseData,
+  checkLeaseInput,
+  checkLimit,
+  checkListMemoriesOptions,
+  checkListThreadsOptions,
+  checkMemoryFilter,
+  checkMemoryPatch,
+  checkMemorySearch,
+  checkName,
+  checkNewBranch,
+  checkNewCheckpoint,
+  checkNewThread,
+  checkObjectArgument,
+  checkPurgeTurns,
+  checkStateCommit,
+  checkStateRange,
+  checkThreadPatch,
+  checkTtl,
+  checkTurn,
+  checkVectorWidth,
+  encodeCursor,
+  messageBatchLookups,
+  normalizeNewMemories,
+  normalizeNewMessages,
+  planLeaseAcquire,
+  planLeaseRelease,
+  planLeaseRenew,
+  planMessageBatch,
+  resolveEmbeddingSpace,
+} from './validate.js';
+
+/** Options of `createStore`. */
+export interface CreateStoreOptions {
+  /** The clock for timestamps and lease expiry; `Date.now` by default. */
+  now?: () => number;
+}
+
+/** Vector candidates asked of the driver beyond `limit`, re-scored here in float64. */
+const RESCORE_MARGIN = 16;
+/** Slack on the threshold handed to the driver, whose distances may be float32. */
+const THRESHOLD_SLACK = 1e-5;
+
+const show = (id: string | null) => JSON.stringify(id);
+const otherThread = (messageId: string, threadId: string) =>
+  invalidArgument(`message ${show(messageId)} belongs to another thread`, {
+    messageId,
+    threadId,
+  });
+
+/** What the store and every transaction view of it share. */
+class Door {
+  readonly gate = new Gate();
+  readonly emitter = new ChangeEmitter();
+  closed = false;
+  #unlisten: (() => void) | null = null;
+
+  constructor(
+    readonly driver: Driver,
+    readonly now: () => number,
+  ) {}
+
+  /** A CairnError for anything a driver threw. */
+  translate(e: unknown): CairnError {
+    if (isCairnError(e)) return e;
+    const translated = this.driver.translateError?.(e);
+    if (translated) return translated;
+    const why = e instanceof Error ? e.message : String(e);
+    return unavailable(`the store's database failed: ${why}`, e);
+  }
+
+  emit(changes: StoreChange[]): void {
+    for (const c of changes) this.emitter.emit(c);
+  }
+
+  /** Starts hearing other instances' changes, once, for drivers that publish them. */
+  listen(): void {
+    if (this.#unlisten || !this.driver.listen) return;
+    this.#unlisten = this.driver.listen((c) => this.emitter.emit(c));
+  }
+
+  stopListening(): void {
+    this.#unlisten?.();
+    this.#unlisten = null;
+    this.emitter.clear();
+  }
+}
+
+/** The session of a running `transaction(fn)`: its driver session and what it changed. */
+interface TxState {
+  session: DriverSession;
+  pending: StoreChange[];
+  ended: boolean;
+}
+
+type Touch = (change: StoreChange) => void;
+
+/**
+ * The one `Store` implementation: every argument check, guard, error and session rule
+ * of the contract, over a `Driver` that does the database work.
+ */
+class FrontDoor implements Store {
+  readonly capabilities: StoreCapabilities;
+  readonly #d: Door;
+  readonly #tx: TxState | null;
+
+  constructor(door: Door, tx: TxState | null) {
+    this.#d = door;
+    this.#tx = tx;
+    this.capabilities = door.driver.capabilities;
+  }
+
+  /** CLOSED after `close()`, or when this is a transaction's view and it has ended. */
+  #open(): void {
+    if (this.#tx?.ended) {
+      throw new CairnError(
+        'CLOSED',
+        'this transaction has ended; use the store, not the transaction, after it',
+      );
+    }
+    if (this.#d.closed) throw new CairnError('CLOSED', 'this store is closed');
+  }
+
+  /** Runs one call in its own session, or inside the transaction's, under a savepoint. */
+  async #call<T>(write: boolean, fn: (s: DriverSession, touch: Touch) => Promise<T>): Promise<T> {
+    const d = this.#d;
+    const tx = this.#tx;
+    if (tx) {
+      const changes: StoreChange[] = [];
+      try {
+        const result = write
+          ? await tx.session.savepoint(() => fn(tx.session, (c) => changes.push(c)))
+          : await fn(tx.session, () => {});
+        tx.pending.push(...changes);
+        return result;
+      } catch (e) {
+        throw d.translate(e);
+      }
+    }
+    const changes: StoreChange[] = [];
+    const result = await d.gate.shared(async () => {
+      try {
+        return await d.driver.run(
+          async (s) => {
+            const r = await fn(s, (c) => changes.push(c));
+            if (changes.length > 0 && s.publish) await s.publish(changes);
+            return r;
+          },
+          { write },
+        );
+      } catch (e) {
+        throw d.translate(e);
+      }
+    });
+    d.emit(changes);
+    return result;
+  }
+
+  #read<T>(fn: (s: DriverSession) => Promise<T>): Promise<T> {
+    return this.#call(false, fn);
+  }
+
+  #write<T>(fn: (s: DriverSession, touch: Touch) => Promise<T>): Promise<T> {
+    return this.#call(true, fn);
+  }
+
+  // ---------------------------------------------------------------- threads
+
+  async createThread(input: NewThread): Promise<Thread> {
+    this.#open();
+    const t = checkNewThread(input, this.#d.now());
+    return this.#write(async (s, touch) => {
+      if (!(await s.insertThread(t)))
+        throw conflict(`thread ${show(t.id)} already exists`, { id: t.id });
+      touch({ threadId: t.id, kind: 'thread' });
+      return t;
+    });
+  }
+
+  async getThread(id: string): Promise<Thread | null> {
+    this.#open();
+    checkId(id, 'thread id');
+    return this.#read(async (s) => s.getThread(id));
+  }
+
+  async updateThread(id: string, patch: ThreadPatch): Promise<Thread> {
+    this.#open();
+    checkId(id, 'thread id');
+    const p = checkThreadPatch(patch);
+    const now = this.#d.now();
+    return this.#write(async (s, touch) => {
+      const t = await s.updateThread(id, p, now);
+      if (!t) throw notFound('thread', id);
+      touch({ threadId: id, kind: 'thread' });
+      return t;
+    });
+  }
+
+  async listThreads(options: ListThreadsOptions = {}): Promise<Page<Thread>> {
+    this.#open();
+    const q = checkListThreadsOptions(options);
+    return this.#read(async (s) => {
+      const rows = await s.listThreads({ ...q, limit: q.limit + 1 });
+      const page = rows.slice(0, q.limit);
+      const last = page[page.length - 1];
+      return {
+        items: page.map((r) => r.thread),
+        nextCursor: rows.length > q.limit && last ? encodeCursor([last.seq]) : null,
+      };
+    });
+  }
+
+  async deleteThread(id: string): Promise<boolean> {
+    this.#open();
+    checkId(id, 'thread id');
+    return this.#write(async (s, touch) => {
+      const deleted = await s.deleteThread(id);
+      if (deleted) touch({ threadId: id, kind: 'thread' });
+      return deleted;
+    });
+  }
+
+  // ---------------------------------------------------------------- messages
+
+  async addMessages(messages: NewMessage[]): Promise<Message[]> {
+    this.#open();
+    const drafts = normalizeNewMessages(messages, this.#d.now());
+    if (drafts.length === 0) return [];
+    return this.#write(async (s, touch) => {
+      const known = await s.lookupMessageBatch(messageBatchLookups(drafts));
+      const planned = planMessageBatch(drafts, known);
+      await s.insertMessages(planned);
+      for (const threadId of new Set(planned.map((m) => m.threadId)))
+        touch({ threadId, kind: 'messages' });
+      return planned;
+    });
+  }
+
+  async getMessage(id: string): Promise<Message | null> {
+    this.#open();
+    checkId(id, 'message id');
+    return this.#read(async (s) => s.getMessage(id));
+  }
+
+  async getChain(headId: string, options: ChainOptions = {}): Promise<Message[]> {
+    this.#open();
+    checkId(headId, 'head id');
+    const { limit, beforeDepth } = checkChainOptions(options);
+    return this.#read(async (s) => {
+      const head = await s.getMessage(headId);
+      if (!head) throw notFound('message', headId);
+      const top = beforeDepth === undefined ? head.depth : Math.min(head.depth, beforeDepth - 1);
+      if (top < 0) return [];
+      const bottom = limit === undefined ? 0 : Math.max(0, top - limit + 1);
+      return s.getChain(headId, bottom, top);
+    });
+  }
+
+  // ---------------------------------------------------------------- branches
+
+  /** NOT_FOUND unless the message exists; INVALID_ARGUMENT unless it is in `threadId`. */
+  async #messageIn(s: DriverSession, threadId: string, messageId: string): Promise<Message> {
+    const m = await s.getMessage(messageId);
+    if (!m) throw notFound('message', messageId);
+    if (m.threadId !== threadId) throw otherThread(messageId, threadId);
+    return m;
+  }
+
+  async #requireThread(s: DriverSession, threadId: string): Promise<void> {
+    if (!(await s.getThread(threadId))) throw notFound('thread', threadId);
+  }
+
+  async createBranch(input: NewBranch): Promise<Branch> {
+    this.#open();
+    const { activate, ...b } = checkNewBranch(input, this.#d.now());
+    return this.#write(async (s, touch) => {
+      await this.#requireThread(s, b.threadId);
+      if (b.headMessageId !== null) await this.#messageIn(s, b.threadId, b.headMessageId);
+      if (b.parentBranchId !== null) {
+        const parent = await s.getBranchById(b.parentBranchId);
+        // A branch of another thread is not a parent this thread can have.
+        if (parent?.threadId !== b.threadId) throw notFound('parent branch', b.parentBranchId);
+      }
+      const first = (await s.getActiveBranch(b.threadId)) === null;
+      let branch = await s.insertBranch(b);
+      if (!branch) {
+        if (await s.getBranchById(b.id))
+          throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });
+        throw conflict(`branch ${show(b.name)} already exists in this thread`, {
+          threadId: b.threadId,
+          name: b.name,
+        });
+      }
+      if (first || activate) branch = (await s.setActiveBranch(b.threadId, b.id))!;
+      touch({ threadId: b.threadId, kind: 'branch', branchId: b.id });
+      return branch;
+    });
+  }
+
+  async getBranch(threadId: string, name: string): Promise<Branch | null> {
+    this.#open();
+    checkId(threadId, 'threadId');
+    checkName(name, 'branch name');
+    return this.#read(async (s) => s.getBranch(threadId, name));
+  }
+
+  async getBranchById(id: string): Promise<Branch | null> {
+    this.#open();
+    checkId(id, 'branch id');
+    return this.#read(async (s) => s.getBranchById(id));
+  }
+
+  async listBranches(threadId: string): Promise<Branch[]> {
+    this.#open();
+    checkId(threadId, 'threadId');
+    return this.#read(async (s) => s.listBranches(threadId));
+  }
+
+  async getActiveBranch(threadId: string): Promise<Branch | null> {
+    this.#open();
+    checkId(threadId, 'threadId');
+    return this.#read(async (s) => s.getActiveBranch(threadId));
+  }
+
+  async setActiveBranch(branchId: string): Promise<Branch> {
+    this.#open();
+    checkId(branchId, 'branch id');
+    return this.#write(async (s, touch) => {
+      const b = await s.getBranchById(branchId);
+      if (!b) throw notFound('branch', branchId);
+      const active = (await s.setActiveBranch(b.threadId, branchId))!;
+      touch({ threadId: b.threadId, kind: 'branch', branchId });
+      return active;
+    });
+  }
+
+  async moveHead(
+    branchId: string,
+    expectedHeadId: string | null,
+    newHeadId: string,
+  ): Promise<Branch> {
+    this.#open();
+    checkId(branchId, 'branch id');
+    if (expectedHeadId !== null) checkId(expectedHeadId, 'expectedHeadId');
+    checkId(newHeadId, 'new head id');
+    return this.#write(async (s, touch) => {
+      const moved = await s.moveHead(branchId, expectedHeadId, newHeadId);
+      if (moved) {
+        touch({ threadId: moved.threadId, kind: 'branch', branchId });
+        return moved;
+      }
+      // The compare-and-set changed nothing: find out why.
+      const b = await s.getBranchById(branchId);
+      if (!b) throw notFound('branch', branchId);
+      await this.#messageIn(s, b.threadId, newHeadId);
+      throw conflict(
+        `branch ${show(b.name)} head is ${show(b.headMessageId)}, not ${show(expectedHeadId)}`,
+        { branchId, expected: expectedHeadId, actual: b.headMessageId },
+      );
+    });
+  }
+
+  // ---------------------------------------------------------------- checkpoints
+
+  async saveCheckpoint(input: NewCheckpoint): Promise<Checkpoint> {
+    this.#open();
+    const c = checkNewCheckpoint(input, this.#d.now());
+    return this.#write(async (s, touch) => {
+      await this.#requireThread(s, c.threadId);
+      await this.#messageIn(s, c.threadId, c.messageId);
+      const saved = await s.putCheckpoint(c);
+      touch({ threadId: c.threadId, kind: 'checkpoint' });
+      return saved;
+    });
+  }
+
+  async getCheckpoint(threadId: string, name: string): Promise<Checkpoint | null> {
+    this.#open();
+    checkId(threadId, 'threadId');
+    checkName(name, 'checkpoint name');
+    return this.#read(async (s) => s.getCheckpoint(threadId, name));
+  }
+
+  async listCheckpoints(threadId: string): Promise<Checkpoint[]> {
+    this.#open();
+    checkId(threadId, 'threadId');
+    return this.#read(async (s) => s.listCheckpoints(threadId));
+  }
+
+  async deleteCheckpoint(threadId: string, name: string): Promise<boolean> {
+    this.#open();
+    checkId(threadId, 'threadId');
+    checkName(name, 'checkpoint name');
+    return this.#write(async (s, touch) => {
+      const deleted = await s.deleteCheckpoint(threadId, name);
+      if (deleted) touch({ threadId, kind: 'checkpoint' });
+      return deleted;
+    });
+  }
+
+  // ---------------------------------------------------------------- state
+
+  async appendStateCommit(commit: NewStateCommit, expectedVersion: number): Promise<StateCommit> {
+    this.#open();
+    const c = checkStateCommit(commit, expectedVersion);
+    const createdAt = this.#d.now();
+    return this.#write(async (s, touch) => {
+      const saved = await s.appendStateCommit(
+        {
+          branchId: c.branchId,
+          messageId: c.messageId,
+          update: c.update,
+          snapshot: c.snapshot,
+          createdAt,
+        },
+        expectedVersion,
+      );
+      if (saved) {
+        touch({ threadId: saved.threadId, kind: 'state', branchId: saved.branchId });
+        return saved;
+      }
+      const b = await s.getBranchById(c.branchId);
+      if (!b) throw notFound('branch', c.branchId);
+      if (c.messageId !== null) await this.#messageIn(s, b.threadId, c.messageId);
+      const actual = await s.latestStateVersion(c.branchId);
+      throw conflict(
+        `branch ${show(b.name)} is at state version ${actual}, not ${expectedVersion}`,
+        { branchId: b.id, expected: expectedVersion, actual },
+      );
+    });
+  }
+
+  async getStateCommits(branchId: string, range: StateCommitRange = {}): Promise<StateCommit[]> {
+    this.#open();
+    checkId(branchId, 'branch id');
+    const { from, to } = checkStateRange(range);
+    return this.#read(async (s) => {
+      if (!(await s.getBranchById(branchId))) throw notFound('branch', branchId);
+      return s.getStateCommits(branchId, from, to);
+    });
+  }
+
+  async getLatestStateCommit(
+    branchId: string,
+    query: LatestCommitQuery = {},
+  ): Promise<StateCommit | null> {
+    this.#open();
+    checkId(branchId, 'branch id');
+    const q = checkLatestCommitQuery(query);
+    return this.#read(async (s) => {
+      if (!(await s.getBranchById(branchId))) throw notFound('branch', branchId);
+      return s.getLatestStateCommit(branchId, q);
+    });
+  }
+
+  // ---------------------------------------------------------------- turns
+
+  async putTurn(turn: Turn): Promise<Turn> {
+    this.#open();
+    const t = checkTurn(turn);
+    return this.#write(async (s) => {
+      await this.#requireThread(s, t.threadId);
+      await s.putTurn(t);
+      return t;
+    });
+  }
+
+  async getTurn(id: string): Promise<Turn | null> {
+    this.#open();
+    checkId(id, 'turn id');
+    return this.#read(async (s) => s.getTurn(id));
+  }
+
+  async listTurns(threadId: string, options: { limit?: number } = {}): Promise<Turn[]> {
+    this.#open();
+    checkId(threadId, 'threadId');
+    checkObjectArgument(options, 'listTurns options');
+    const limit = checkLimit(options.limit, 'limit', 100, 10_000);
+    return this.#read(async (s) => s.listTurns(threadId, limit));
+  }
+
+  async deleteTurn(id: string): Promise<boolean> {
+    this.#open();
+    checkId(id, 'turn id');
+    return this.#write(async (s) => s.deleteTurn(id));
+  }
+
+  async purgeTurns(options: { before: number; threadId?: string }): Promise<number> {
+    this.#open();
+    const { before, threadId } = checkPurgeTurns(options);
+    return this.#write(async (s) => s.purgeTurns(before, threadId));
+  }
+
+  // ---------------------------------------------------------------- leases
+
+  async acquireLease(input: AcquireLeaseInput): Promise<AcquiredLease> {
+    this.#open();
+    const i = checkLeaseInput(input);
+    return this.#write(async (s) => {
+      // A first acquisition races on the insert; the loser locks the winner's row.
+      for (;;) {
+        const current = await s.lockLease(i.key);
+        const plan = planLeaseAcquire(current, i, this.#d.now());
+        if (await s.putLease(plan.lease, current === null)) return plan;
+      }
+    });
+  }
+
+  async renewLease(key: string, owner: string, ttlMs: number, data?: JsonObject): Promise<Lease> {
+    this.#open();
+    checkName(key, 'lease key');
+    checkName(owner, 'lease owner');
+    const ttl = checkTtl(ttlMs);
+    const patch = checkLeaseData(data);
+    return this.#write(async (s) => {
+      const lease = planLeaseRenew(await s.lockLease(key), key, owner, ttl, patch, this.#d.now());
+      await s.putLease(lease, false);
+      return lease;
+    });
+  }
+
+  async releaseLease(key: string, owner: string, data?: JsonObject): Promise<Lease> {
+    this.#open();
+    checkName(key, 'lease key');
+    checkName(owner, 'lease owner');
+    const patch = checkLeaseData(data);
+    return this.#write(async (s) => {
+      const lease = planLeaseRelease(await s.lockLease(key), key, owner, patch, this.#d.now());
+      await s.putLease(lease, false);
+      return lease;
+    });
+  }
+
+  async getLease(key: string): Promise<Lease | null> {
+    this.#open();
+    checkName(key, 'lease key');
+    return this.#read(async (s) => s.getLease(key));
+  }
+
+  // ---------------------------------------------------------------- memories
+
+  /** Checks a vector against the store's width, fixing the width on the first vector. */
+  async #fitVector(s: DriverSession, vector: number[], label: string): Promise<void> {
+    const space = await s.getEmbeddingSpace();
+    if (space) checkVectorWidth(space, vector, label);
+    else await s.setEmbeddingSpace({ embedderId: null, dimensions: vector.length });
+  }
+
+  async addMemories(memories: NewMemory[]): Promise<Memory[]> {
+    this.#open();
+    const batch = normalizeNewMemories(memories, this.#d.now());
+    if (batch.length === 0) return [];
+    return this.#write(async (s) => {
+      const taken = await s.takenMemoryIds(batch.map((m) => m.id));
+      if (taken.length > 0)
+        throw conflict(`memory id ${show(taken[0]!)} is already used`, { id: taken[0] });
+      const i = batch.findIndex((m) => m.embedding !== null);
+      if (i >= 0) await this.#fitVector(s, batch[i]!.embedding!, `memories[${i}].embedding`);
+      return s.insertMemories(batch);
+    });
+  }
+
+  async getMemory(id: string): Promise<Memory | null> {
+    this.#open();
+    checkId(id, 'memory id');
+    return this.#read(async (s) => s.getMemory(id));
+  }
+
+  async updateMemory(id: string, patch: MemoryPatch): Promise<Memory> {
+    this.#open();
+    checkId(id, 'memory id');
+    const p = checkMemoryPatch(patch);
+    return this.#write(async (s) => {
+      const current = await s.getMemory(id);
+      if (!current) throw notFound('memory', id);
+      if (p.embedding) await this.#fitVector(s, p.embedding, 'embedding');
+      const next: Memory = { ...current };
+      if (p.content !== undefined) next.content = p.content;
+      if (p.contentHash !== undefined) next.contentHash = p.contentHash;
+      if (p.metadata !== undefined) next.metadata = p.metadata;
+      if (p.embedding !== undefined) next.embedding = p.embedding;
+      return s.replaceMemory(next);
+    });
+  }
+
+  async deleteMemories(ids: string[]): Promise<number> {
+    this.#open();
+    checkIdList(ids, 'ids');
+    if (ids.length === 0) return 0;
+    return this.#write(async (s) => s.deleteMemories(ids));
+  }
+
+  async listMemories(filter?: MemoryFilter, options: ListMemoriesOptions = {}): Promise<Memory[]> {
+    this.#open();
+    const f = checkMemoryFilter(filter);
+    const { limit, order } = checkListMemoriesOptions(options);
+    return this.#read(async (s) => s.listMemories(f, limit, order));
+  }
+
+  async countMemories(filter?: MemoryFilter): Promise<number> {
+    this.#open();
+    const f = checkMemoryFilter(filter);
+    return this.#read(async (s) => s.countMemories(f));
+  }
+
+  async searchMemories(search: MemorySearch): Promise<MemoryHit[]> {
+    this.#open();
+    const q = checkMemorySearch(search);
+    return this.#read(async (s) => {
+      if (q.vector) {
+        const vector = q.vector;
+        const space = await s.getEmbeddingSpace();
+        if (!space) return [];
+        checkVectorWidth(space, vector, 'vector');
+        const candidates = await s.vectorCandidates({
+          vector,
+          filter: q.filter,
+          count: q.limit + RESCORE_MARGIN,
+          ...(q.threshold === undefined ? {} : { minSimilarity: q.threshold - THRESHOLD_SLACK }),
+        });
+        // The driver's distances may be float32 or approximate: the answer is ranked on
+        // float64 cosine over the stored values, as the reference computes it.
+        return candidates
+          .map((c) => ({ c, score: cosineSimilarity(vector, c.memory.embedding!) }))
+          .filter((h) => q.threshold === undefined || h.score >= q.threshold)
+          .sort((a, b) => b.score - a.score || a.c.seq - b.c.seq)
+          .slice(0, q.limit)
+          .map((h) => ({ memory: h.c.memory, score: h.score }));
+      }
+      const terms = searchTerms(q.text!);
+      if (terms.length === 0) return [];
+      const candidates = await s.keywordCandidates({ terms, filter: q.filter, count: q.limit });
+      // Scores relative to the best hit, in (0, 1]: comparable across stores.
+      const best = candidates.reduce((m, c) => Math.max(m, c.relevance), 0);
+      return candidates
+        .slice(0, q.limit)
+        .map((c) => ({ memory: c.memory, score: best > 0 ? c.relevance / best : 1 }));
+    });
+  }
+
+  async ensureEmbeddingSpace(space: {
+    embedderId: string;
+    dimensions: number;
+  }): Promise<EmbeddingSpace> {
+    this.#open();
+    return this.#write(async (s) => {
+      const { space: next, changed } = resolveEmbeddingSpace(await s.getEmbeddingSpace(), space);
+      if (changed) await s.setEmbeddingSpace(next);
+      return next;
+    });
+  }
+
+  async getEmbeddingSpace(): Promise<EmbeddingSpace | null> {
+    this.#open();
+    return this.#read(async (s) => s.getEmbeddingSpace());
+  }
+
+  async getCachedEmbeddings(
+    embedderId: string,
+    contentHashes: string[],
+  ): Promise<Map<string, number[]>> {
+    this.#open();
+    checkId(embedderId, 'embedderId');
+    checkContentHashes(contentHashes);
+    if (contentHashes.length === 0) return new Map();
+    return this.#read(async (s) => s.getCachedEmbeddings(embedderId, contentHashes));
+  }
+
+  async putCachedEmbeddings(
+    embedderId: string,
+    entries: Array<{ contentHash: string; embedding: number[] }>,
+  ): Promise<void> {
+    this.#open();
+    checkId(embedderId, 'embedderId');
+    checkCachedEmbeddings(entries);
+    if (entries.length === 0) return;
+    return this.#write(async (s) => {
+      const space = await s.getEmbeddingSpace();
+      for (const [i, e] of entries.entries())
+        checkVectorWidth(space, e.embedding, `entries[${i}].embedding`);
+      await s.putCachedEmbeddings(embedderId, entries);
+    });
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  async transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T> {
+    this.#open();
+    if (typeof fn !== 'function')
+      throw invalidArgument(`transaction expects a function, got ${typeof fn}`);
+    // Nested: join the transaction already open.
+    if (this.#tx) return fn(this);
+    const d = this.#d;
+    return d.gate.exclusive(async () => {
+      // The store may have been closed while this waited its turn.
+      if (d.closed) throw new CairnError('CLOSED', 'this store is closed');
+      let failure: { error: unknown } | null = null;
+      let tx: TxState | null = null;
+      let result: T;
+      try {
+        result = await d.driver.run(
+          async (session) => {
+            tx = { session, pending: [], ended: false };
+            try {
+              const r = await fn(new FrontDoor(d, tx));
+              tx.ended = true;
+              if (tx.pending.length > 0 && session.publish) await session.publish(tx.pending);
+              return r;
+            } catch (e) {
+              tx.ended = true;
+              failure = { error: e };
+              throw e;
+            }
+          },
+          { write: true },
+        );
+      } catch (e) {
+        // The caller's own error passes through unchanged; the driver's is translated.
+        if (failure && (failure as { error: unknown }).error === e) throw e;
+        throw d.translate(e);
+      } finally {
+        if (tx) (tx as TxState).ended = true;
+      }
+      d.emit((tx as TxState | null)?.pending ?? []);
+      return result;
+    });
+  }
+
+  subscribe(threadId: string, listener: StoreListener): () => void {
+    this.#open();
+    checkId(threadId, 'threadId');
+    if (typeof listener !== 'function')
+      throw invalidArgument('subscribe expects a listener function');
+    this.#d.listen();
+    return this.#d.emitter.subscribe(threadId, listener);
+  }
+
+  async migrate(): Promise<void> {
+    this.#open();
+    // Inside a transaction the schema is already current: it was migrated on open.
+    if (this.#tx) return;
+    const d = this.#d;
+    await d.gate.shared(async () => {
+      try {
+        await d.driver.migrate();
+      } catch (e) {
+        throw d.translate(e);
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.#tx) {
+      this.#open();
+      throw invalidArgument('close the store, not a transaction');
+    }
+    const d = this.#d;
+    if (d.closed) return;
+    d.closed = true;
+    // Let a running transaction and the calls queued before close() finish first.
+    await d.gate.exclusive(async () => {});
+    d.stopListening();
+    try {
+      await d.driver.close();
+    } catch (e) {
+      throw d.translate(e);
+    }
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+/**
+ * Makes a `Store` of a driver: the one implementation of the contract's behaviour
+ * (checks, guards, errors, transactions, notifications, shared query logic). Adapters
+ * call it from their own factory; users call the adapter's factory.
+ *
+ * @example
+ * ```ts
+ * import { createStore } from '@cairn/store/adapter';
+ * const store = createStore(new MyDriver(db), { now: () => clock.now() });
+ * ```
+ */
+export function createStore(driver: Driver, options: CreateStoreOptions = {}): Store {
+  if (typeof driver !== 'object' || driver === null || typeof driver.run !== 'function')
+    throw invalidArgument('createStore expects a driver');
+  return new FrontDoor(new Door(driver, options.now ?? Date.now), null);
+}

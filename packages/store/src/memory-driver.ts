@@ -1,0 +1,498 @@
+import type {
+  Branch,
+  Checkpoint,
+  Lease,
+  Memory,
+  Message,
+  StateCommit,
+  Thread,
+  Turn,
+} from '@cairn/core';
+import type {
+  Driver,
+  DriverSession,
+  KeywordCandidate,
+  MemoryRow,
+  MessageBatchLookup,
+  SessionOptions,
+  StateCommitDraft,
+  ThreadRow,
+} from './driver.js';
+import { createStore } from './front-door.js';
+import { AsyncLock } from './lock.js';
+import { cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
+import type { EmbeddingSpace, MemoryFilter, Store, StoreCapabilities } from './store.js';
+
+export interface MemoryStoreOptions {
+  /** The clock for timestamps and lease expiry; `Date.now` by default. */
+  now?: () => number;
+}
+
+const copy = <T>(value: T): T => structuredClone(value);
+
+const BM25_K1 = 1.2;
+const BM25_B = 0.75;
+
+type Seq<T> = T & { seq: number };
+
+/** A map whose writes are journaled, so a session or savepoint can undo them. */
+class Table<V> {
+  readonly rows = new Map<string, V>();
+  constructor(readonly journal: Array<() => void>) {}
+
+  get(key: string): V | undefined {
+    return this.rows.get(key);
+  }
+  set(key: string, value: V): void {
+    const had = this.rows.has(key);
+    const old = this.rows.get(key);
+    this.journal.push(() => (had ? this.rows.set(key, old!) : this.rows.delete(key)));
+    this.rows.set(key, value);
+  }
+  delete(key: string): boolean {
+    if (!this.rows.has(key)) return false;
+    const old = this.rows.get(key)!;
+    this.journal.push(() => this.rows.set(key, old));
+    return this.rows.delete(key);
+  }
+  values(): IterableIterator<V> {
+    return this.rows.values();
+  }
+}
+
+const stripSeq = <T extends { seq: number }>(row: T): Omit<T, 'seq'> => {
+  const { seq: _seq, ...rest } = row;
+  return copy(rest);
+};
+
+/**
+ * The in-memory driver: maps in the process, every write journaled so that a failed
+ * session or savepoint is undone exactly. Sessions run one at a time.
+ */
+class MemoryDriver implements Driver, DriverSession {
+  readonly capabilities: StoreCapabilities = Object.freeze({
+    vectorSearch: 'exact',
+    notifications: 'process',
+    multiProcess: false,
+    durable: false,
+  } as const);
+  readonly #lock = new AsyncLock();
+  readonly #journal: Array<() => void> = [];
+  #seq = 0;
+  readonly #threads = new Table<Seq<Thread>>(this.#journal);
+  readonly #messages = new Table<Message>(this.#journal);
+  readonly #branches = new Table<Branch>(this.#journal);
+  readonly #checkpoints = new Table<Seq<Checkpoint>>(this.#journal);
+  readonly #commits = new Table<StateCommit[]>(this.#journal);
+  readonly #turns = new Table<Turn>(this.#journal);
+  readonly #leases = new Table<Lease>(this.#journal);
+  readonly #memories = new Table<Seq<Memory>>(this.#journal);
+  readonly #settings = new Table<EmbeddingSpace>(this.#journal);
+  readonly #cache = new Table<number[]>(this.#journal);
+
+  run<T>(fn: (session: DriverSession) => Promise<T>, _options: SessionOptions): Promise<T> {
+    return this.#lock.run(async () => {
+      try {
+        return await fn(this);
+      } catch (e) {
+        this.#undo(0);
+        throw e;
+      } finally {
+        this.#journal.length = 0;
+      }
+    });
+  }
+
+  async savepoint<T>(fn: () => Promise<T>): Promise<T> {
+    const mark = this.#journal.length;
+    try {
+      return await fn();
+    } catch (e) {
+      this.#undo(mark);
+      throw e;
+    }
+  }
+
+  #undo(mark: number): void {
+    while (this.#journal.length > mark) this.#journal.pop()!();
+  }
+
+  async migrate(): Promise<void> {}
+  async close(): Promise<void> {}
+
+  // ---------------------------------------------------------------- threads
+
+  insertThread(t: Thread): boolean {
+    if (this.#threads.get(t.id)) return false;
+    this.#threads.set(t.id, { ...copy(t), seq: ++this.#seq });
+    return true;
+  }
+  getThread(id: string): Thread | null {
+    const t = this.#threads.get(id);
+    return t ? stripSeq(t) : null;
+  }
+  updateThread(
+    id: string,
+    patch: { title?: string | null; metadata?: Thread['metadata'] },
+    updatedAt: number,
+  ): Thread | null {
+    const t = this.#threads.get(id);
+    if (!t) return null;
+    const next = { ...t, updatedAt };
+    if (patch.title !== undefined) next.title = patch.title;
+    if (patch.metadata !== undefined) next.metadata = copy(patch.metadata);
+    this.#threads.set(id, next);
+    return stripSeq(next);
+  }
+  listThreads(q: { resourceId?: string; beforeSeq?: number; limit: number }): ThreadRow[] {
+    const before = q.beforeSeq ?? Number.POSITIVE_INFINITY;
+    return [...this.#threads.values()]
+      .filter(
+        (t) => (q.resourceId === undefined || t.resourceId === q.resourceId) && t.seq < before,
+      )
+      .sort((a, b) => b.seq - a.seq)
+      .slice(0, q.limit)
+      .map((t) => ({ thread: stripSeq(t), seq: t.seq }));
+  }
+  deleteThread(id: string): boolean {
+    if (!this.#threads.delete(id)) return false;
+    for (const m of [...this.#messages.values()])
+      if (m.threadId === id) this.#messages.delete(m.id);
+    for (const b of [...this.#branches.values()]) {
+      if (b.threadId !== id) continue;
+      this.#branches.delete(b.id);
+      this.#commits.delete(b.id);
+    }
+    for (const c of [...this.#checkpoints.values()])
+      if (c.threadId === id) this.#checkpoints.delete(c.id);
+    for (const t of [...this.#turns.values()]) if (t.threadId === id) this.#turns.delete(t.id);
+    return true;
+  }
+
+  // ---------------------------------------------------------------- messages
+
+  lookupMessageBatch(ids: { threadIds: string[]; messageIds: string[] }): MessageBatchLookup {
+    const messages = new Map<string, { threadId: string; depth: number }>();
+    for (const id of ids.messageIds) {
+      const m = this.#messages.get(id);
+      if (m) messages.set(id, { threadId: m.threadId, depth: m.depth });
+    }
+    return { threadIds: new Set(ids.threadIds.filter((id) => this.#threads.get(id))), messages };
+  }
+  insertMessages(messages: Message[]): void {
+    for (const m of messages) this.#messages.set(m.id, copy(m));
+  }
+  getMessage(id: string): Message | null {
+    const m = this.#messages.get(id);
+    return m ? copy(m) : null;
+  }
+  getChain(headId: string, minDepth: number, maxDepth: number): Message[] {
+    const out: Message[] = [];
+    let m = this.#messages.get(headId);
+    while (m && m.depth >= minDepth) {
+      if (m.depth <= maxDepth) out.push(copy(m));
+      m = m.parentId === null ? undefined : this.#messages.get(m.parentId);
+    }
+    return out.reverse();
+  }
+
+  // ---------------------------------------------------------------- branches
+
+  insertBranch(b: Omit<Branch, 'seq' | 'isActive'>): Branch | null {
+    if (this.#branches.get(b.id)) return null;
+    for (const x of this.#branches.values())
+      if (x.threadId === b.threadId && x.name === b.name) return null;
+    const branch: Branch = { ...copy(b), isActive: false, seq: ++this.#seq };
+    this.#branches.set(b.id, branch);
+    return copy(branch);
+  }
+  getBranchById(id: string): Branch | null {
+    const b = this.#branches.get(id);
+    return b ? copy(b) : null;
+  }
+  getBranch(threadId: string, name: string): Branch | null {
+    for (const b of this.#branches.values())
+      if (b.threadId === threadId && b.name === name) return copy(b);
+    return null;
+  }
+  listBranches(threadId: string): Branch[] {
+    return [...this.#branches.values()]
+      .filter((b) => b.threadId === threadId)
+      .sort((a, b) => a.seq - b.seq)
+      .map(copy);
+  }
+  getActiveBranch(threadId: string): Branch | null {
+    for (const b of this.#branches.values())
+      if (b.threadId === threadId && b.isActive) return copy(b);
+    return null;
+  }
+  setActiveBranch(threadId: string, branchId: string): Branch | null {
+    if (this.#branches.get(branchId)?.threadId !== threadId) return null;
+    for (const b of [...this.#branches.values()]) {
+      if (b.threadId !== threadId) continue;
+      const active = b.id === branchId;
+      if (b.isActive !== active) this.#branches.set(b.id, { ...b, isActive: active });
+    }
+    return copy(this.#branches.get(branchId)!);
+  }
+  moveHead(branchId: string, expectedHeadId: string | null, newHeadId: string): Branch | null {
+    const b = this.#branches.get(branchId);
+    const m = this.#messages.get(newHeadId);
+    if (!b || !m || m.threadId !== b.threadId || b.headMessageId !== expectedHeadId) return null;
+    const next = { ...b, headMessageId: newHeadId };
+    this.#branches.set(branchId, next);
+    return copy(next);
+  }
+
+  // ---------------------------------------------------------------- checkpoints
+
+  putCheckpoint(c: Checkpoint): Checkpoint {
+    for (const existing of this.#checkpoints.values()) {
+      if (existing.threadId === c.threadId && existing.name === c.name) {
+        const next = { ...existing, messageId: c.messageId };
+        this.#checkpoints.set(existing.id, next);
+        return stripSeq(next);
+      }
+    }
+    this.#checkpoints.set(c.id, { ...copy(c), seq: ++this.#seq });
+    return copy(c);
+  }
+  getCheckpoint(threadId: string, name: string): Checkpoint | null {
+    for (const c of this.#checkpoints.values())
+      if (c.threadId === threadId && c.name === name) return stripSeq(c);
+    return null;
+  }
+  listCheckpoints(threadId: string): Checkpoint[] {
+    return [...this.#checkpoints.values()]
+      .filter((c) => c.threadId === threadId)
+      .sort((a, b) => a.seq - b.seq)
+      .map(stripSeq);
+  }
+  deleteCheckpoint(threadId: string, name: string): boolean {
+    for (const c of this.#checkpoints.values())
+      if (c.threadId === threadId && c.name === name) return this.#checkpoints.delete(c.id);
+    return false;
+  }
+
+  // ---------------------------------------------------------------- state
+
+  appendStateCommit(draft: StateCommitDraft, expectedVersion: number): StateCommit | null {
+    const b = this.#branches.get(draft.branchId);
+    if (!b) return null;
+    let depth: number | null = null;
+    if (draft.messageId !== null) {
+      const m = this.#messages.get(draft.messageId);
+      if (!m || m.threadId !== b.threadId) return null;
+      depth = m.depth;
+    }
+    const list = this.#commits.get(b.id) ?? [];
+    if (list.length !== expectedVersion) return null;
+    const commit: StateCommit = {
+      branchId: b.id,
+      threadId: b.threadId,
+      version: expectedVersion + 1,
+      messageId: draft.messageId,
+      messageDepth: depth,
+      update: copy(draft.update),
+      snapshot: draft.snapshot === null ? null : copy(draft.snapshot),
+      createdAt: draft.createdAt,
+    };
+    this.#commits.set(b.id, [...list, commit]);
+    return copy(commit);
+  }
+  latestStateVersion(branchId: string): number {
+    return this.#commits.get(branchId)?.length ?? 0;
+  }
+  getStateCommits(branchId: string, from: number, to: number): StateCommit[] {
+    return (this.#commits.get(branchId) ?? [])
+      .filter((c) => c.version >= from && c.version <= to)
+      .map(copy);
+  }
+  getLatestStateCommit(
+    branchId: string,
+    q: { withSnapshot?: boolean; maxVersion?: number; maxMessageDepth?: number },
+  ): StateCommit | null {
+    const list = this.#commits.get(branchId) ?? [];
+    for (let i = list.length - 1; i >= 0; i--) {
+      const c = list[i]!;
+      if (q.maxVersion !== undefined && c.version > q.maxVersion) continue;
+      if (q.withSnapshot && c.snapshot === null) continue;
+      if (q.maxMessageDepth !== undefined && (c.messageDepth ?? -1) > q.maxMessageDepth) continue;
+      return copy(c);
+    }
+    return null;
+  }
+
+  // ---------------------------------------------------------------- turns
+
+  putTurn(turn: Turn): void {
+    this.#turns.set(turn.id, copy(turn));
+  }
+  getTurn(id: string): Turn | null {
+    const t = this.#turns.get(id);
+    return t ? copy(t) : null;
+  }
+  listTurns(threadId: string, limit: number): Turn[] {
+    return [...this.#turns.values()]
+      .filter((t) => t.threadId === threadId)
+      .sort((a, b) => b.startedAt - a.startedAt || (a.id < b.id ? 1 : -1))
+      .slice(0, limit)
+      .map(copy);
+  }
+  deleteTurn(id: string): boolean {
+    return this.#turns.delete(id);
+  }
+  purgeTurns(before: number, threadId: string | undefined): number {
+    let n = 0;
+    for (const t of [...this.#turns.values()]) {
+      if (t.status === 'running' || t.startedAt >= before) continue;
+      if (threadId !== undefined && t.threadId !== threadId) continue;
+      this.#turns.delete(t.id);
+      n++;
+    }
+    return n;
+  }
+
+  // ---------------------------------------------------------------- leases
+
+  lockLease(key: string): Lease | null {
+    return this.getLease(key);
+  }
+  getLease(key: string): Lease | null {
+    const l = this.#leases.get(key);
+    return l ? copy(l) : null;
+  }
+  putLease(lease: Lease, insert: boolean): boolean {
+    if (insert && this.#leases.get(lease.key)) return false;
+    this.#leases.set(lease.key, copy(lease));
+    return true;
+  }
+
+  // ---------------------------------------------------------------- memories
+
+  takenMemoryIds(ids: string[]): string[] {
+    return ids.filter((id) => this.#memories.get(id));
+  }
+  insertMemories(memories: Memory[]): Memory[] {
+    for (const m of memories) this.#memories.set(m.id, { ...copy(m), seq: ++this.#seq });
+    return memories.map(copy);
+  }
+  getMemory(id: string): Memory | null {
+    const m = this.#memories.get(id);
+    return m ? stripSeq(m) : null;
+  }
+  replaceMemory(memory: Memory): Memory {
+    const seq = this.#memories.get(memory.id)!.seq;
+    this.#memories.set(memory.id, { ...copy(memory), seq });
+    return copy(memory);
+  }
+  deleteMemories(ids: string[]): number {
+    let n = 0;
+    for (const id of new Set(ids)) if (this.#memories.delete(id)) n++;
+    return n;
+  }
+  #admitted(filter: MemoryFilter): Array<Seq<Memory>> {
+    return [...this.#memories.values()].filter((m) => matchesMemoryFilter(m, filter));
+  }
+  listMemories(filter: MemoryFilter, limit: number, order: 'newest' | 'oldest'): Memory[] {
+    const sign = order === 'oldest' ? 1 : -1;
+    return this.#admitted(filter)
+      .sort((a, b) => sign * (a.createdAt - b.createdAt || a.seq - b.seq))
+      .slice(0, limit)
+      .map(stripSeq);
+  }
+  countMemories(filter: MemoryFilter): number {
+    return this.#admitted(filter).length;
+  }
+  vectorCandidates(q: {
+    vector: number[];
+    filter: MemoryFilter;
+    count: number;
+    minSimilarity?: number;
+  }): MemoryRow[] {
+    return this.#admitted(q.filter)
+      .filter((m) => m.embedding)
+      .map((m) => ({ m, score: cosineSimilarity(q.vector, m.embedding!) }))
+      .filter((h) => q.minSimilarity === undefined || h.score >= q.minSimilarity)
+      .sort((a, b) => b.score - a.score || a.m.seq - b.m.seq)
+      .slice(0, q.count)
+      .map((h) => ({ memory: stripSeq(h.m), seq: h.m.seq }));
+  }
+  /** BM25 with collection statistics over every stored memory (as FTS5 computes them). */
+  keywordCandidates(q: {
+    terms: string[];
+    filter: MemoryFilter;
+    count: number;
+  }): KeywordCandidate[] {
+    const all = [...this.#memories.values()].map((m) => keywordTokens(m.content.text));
+    const n = all.length;
+    const avgdl = all.reduce((s, t) => s + t.length, 0) / Math.max(1, n);
+    const df = new Map(q.terms.map((t) => [t, all.filter((toks) => toks.includes(t)).length]));
+    const out: Array<{ m: Seq<Memory>; relevance: number }> = [];
+    for (const m of this.#admitted(q.filter)) {
+      const toks = keywordTokens(m.content.text);
+      let relevance = 0;
+      for (const t of q.terms) {
+        const tf = toks.filter((x) => x === t).length;
+        if (tf === 0) continue;
+        const d = df.get(t)!;
+        const idf = Math.log(1 + (n - d + 0.5) / (d + 0.5));
+        relevance +=
+          (idf * tf * (BM25_K1 + 1)) /
+          (tf + BM25_K1 * (1 - BM25_B + (BM25_B * toks.length) / avgdl));
+      }
+      if (relevance > 0) out.push({ m, relevance });
+    }
+    return out
+      .sort((a, b) => b.relevance - a.relevance || a.m.seq - b.m.seq)
+      .slice(0, q.count)
+      .map((h) => ({ memory: stripSeq(h.m), seq: h.m.seq, relevance: h.relevance }));
+  }
+  getEmbeddingSpace(): EmbeddingSpace | null {
+    const s = this.#settings.get('space');
+    return s ? copy(s) : null;
+  }
+  setEmbeddingSpace(space: EmbeddingSpace): void {
+    this.#settings.set('space', copy(space));
+  }
+  getCachedEmbeddings(embedderId: string, contentHashes: string[]): Map<string, number[]> {
+    const out = new Map<string, number[]>();
+    for (const h of contentHashes) {
+      const e = this.#cache.get(`${embedderId}\u0000${h}`);
+      if (e) out.set(h, [...e]);
+    }
+    return out;
+  }
+  putCachedEmbeddings(
+    embedderId: string,
+    entries: Array<{ contentHash: string; embedding: number[] }>,
+  ): void {
+    for (const e of entries)
+      this.#cache.set(`${embedderId}\u0000${e.contentHash}`, [...e.embedding]);
+  }
+}
+
+/**
+ * A new in-memory driver, for `createStore`: the reference the conformance suite
+ * compares every store with.
+ */
+export function memoryDriver(): Driver {
+  return new MemoryDriver();
+}
+
+/**
+ * The in-memory reference store: complete and exact (brute-force cosine for vectors,
+ * BM25 for keywords), for tests and for trying Cairn out. Data lives as long as the
+ * store object. It is `createStore(memoryDriver())`: the same front door as every
+ * other store.
+ *
+ * @example
+ * ```ts
+ * import { createMemoryStore } from '@cairn/store';
+ * const store = createMemoryStore();
+ * const thread = await store.createThread({ title: 'Soil carbon' });
+ * ```
+ */
+export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
+  return createStore(memoryDriver(), options);
+}
