@@ -37,4 +37,11 @@ describe('types', () => {
     };
     expectTypeOf(wrong).toBeFunction();
   });
+
+  it('a thread opened without a schema has no state fields', async () => {
+    const thread = await openThread(createMemoryStore());
+    expectTypeOf(thread).toEqualTypeOf<Thread>();
+    expectTypeOf(thread.state).toEqualTypeOf<Record<never, never>>();
+    await thread.close();
+  });
 });
