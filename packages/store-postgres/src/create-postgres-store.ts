@@ -7,6 +7,7 @@ import { Gate } from './gate.js';
 import { ident, migrate } from './migrations.js';
 import { PostgresStore, type StoreCore } from './postgres-store.js';
 import {
+  driverFailure,
   isPGlite,
   type PGliteLike,
   type PgClientLike,
@@ -28,8 +29,6 @@ export type PostgresConnection =
 export interface PostgresStoreOptions {
   /** The schema holding Cairn's tables, created when missing. Default `cairn`. */
   schema?: string;
-  /** The text search configuration for keyword search. Default `english`. */
-  textSearchConfig?: string;
   /**
    * `auto` (default): pgvector's HNSW index when the extension can be created, else an
    * exact scan. `exact`: always the exact scan.
@@ -77,7 +76,6 @@ export async function createPostgresStore(
       `schema must be a name of 1 to ${MAX_IDENTIFIER} bytes, got ${JSON.stringify(schema)}`,
     );
   }
-  const textSearchConfig = options.textSearchConfig ?? 'english';
   const vectorMode = options.vectorSearch ?? 'auto';
   if (vectorMode !== 'auto' && vectorMode !== 'exact') {
     throw new CairnError(
@@ -209,7 +207,6 @@ export async function createPostgresStore(
     db,
     gate: new Gate(),
     s,
-    textSearchConfig,
     vector: null,
     channel,
     origin: newId(),
@@ -237,15 +234,6 @@ export async function createPostgresStore(
 
   try {
     await core.migrate();
-    await db.query('SELECT $1::text::regconfig', [textSearchConfig]).catch((e: unknown) => {
-      throw new CairnError(
-        'INVALID_ARGUMENT',
-        `textSearchConfig ${JSON.stringify(textSearchConfig)} is not a text search configuration of this database`,
-        {
-          cause: e,
-        },
-      );
-    });
     if (channel) {
       if (listenConfig) {
         await listenOwned(listenConfig, channel);
@@ -262,7 +250,7 @@ export async function createPostgresStore(
     }
   } catch (e) {
     await closeOwned();
-    throw e;
+    throw driverFailure(e);
   }
   core.capabilities = Object.freeze({
     ...capabilities,

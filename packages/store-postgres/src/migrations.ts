@@ -1,4 +1,5 @@
 import { CairnError } from '@cairn/core';
+import { searchVector } from './keyword-index.js';
 import type { Queryable } from './queryable.js';
 
 /** A double-quoted SQL identifier. */
@@ -8,9 +9,14 @@ export function ident(name: string): string {
 
 /**
  * The schema's migrations, append-only: the position in the list is the version. Each
- * gets the quoted schema name. Never edit one that has shipped; add the next instead.
+ * gets the quoted schema name; `run`, when present, follows the SQL (work SQL cannot do).
+ * Never edit one that has shipped; add the next instead.
  */
-export const MIGRATIONS: ReadonlyArray<{ name: string; sql: (s: string) => string }> = [
+export const MIGRATIONS: ReadonlyArray<{
+  name: string;
+  sql: (s: string) => string;
+  run?: (q: Queryable, s: string) => Promise<void>;
+}> = [
   {
     name: 'initial schema',
     sql: (s) => `
@@ -141,7 +147,33 @@ CREATE TABLE ${s}.embedding_cache (
     name: 'messages without a per-row foreign key to threads',
     sql: (s) => `ALTER TABLE ${s}.messages DROP CONSTRAINT IF EXISTS messages_thread_id_fkey;`,
   },
+  {
+    // Keyword search tokenizes as every other store does (no stemming, no stop words of
+    // Postgres's own) and ranks by BM25, which needs each memory's token count.
+    name: 'keyword index from the shared tokenizer, with token counts for BM25',
+    sql: (s) => `ALTER TABLE ${s}.memories ADD COLUMN search_len integer NOT NULL DEFAULT 0;
+CREATE INDEX memories_search_len ON ${s}.memories (search_len);`,
+    run: reindexKeywords,
+  },
 ];
+
+/** Rebuilds every memory's keyword index, in batches of a thousand. */
+async function reindexKeywords(q: Queryable, s: string): Promise<void> {
+  for (let after = -1; ; ) {
+    const { rows } = await q.query<{ seq: string | number; text: string }>(
+      `SELECT seq, content->>'text' AS text FROM ${s}.memories WHERE seq > $1 ORDER BY seq LIMIT 1000`,
+      [after],
+    );
+    if (rows.length === 0) return;
+    const indexed = rows.map((r) => searchVector(r.text));
+    await q.query(
+      `UPDATE ${s}.memories m SET search = u.search::tsvector, search_len = u.len
+       FROM unnest($1::bigint[], $2::text[], $3::int[]) AS u(seq, search, len) WHERE m.seq = u.seq`,
+      [rows.map((r) => r.seq), indexed.map((x) => x.vector), indexed.map((x) => x.length)],
+    );
+    after = Number(rows[rows.length - 1]!.seq);
+  }
+}
 
 export const LATEST_VERSION = MIGRATIONS.length;
 
@@ -186,6 +218,7 @@ CREATE TABLE IF NOT EXISTS ${s}.cairn_migrations (
     for (let v = current + 1; v <= LATEST_VERSION; v++) {
       const m = MIGRATIONS[v - 1]!;
       await q.exec(m.sql(s));
+      await m.run?.(q, s);
       await q.query(
         `INSERT INTO ${s}.cairn_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
         [v, m.name, Date.now()],

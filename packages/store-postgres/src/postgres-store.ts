@@ -68,8 +68,9 @@ import {
 } from '@cairn/store';
 import { encodeChange } from './change-listener.js';
 import type { Gate } from './gate.js';
+import { searchQuery, searchVector } from './keyword-index.js';
 import type { VectorSupport } from './migrations.js';
-import type { Queryable, Row } from './queryable.js';
+import { type Queryable, type Row, sqlState } from './queryable.js';
 import {
   BRANCH_COLUMNS,
   CHECKPOINT_COLUMNS,
@@ -98,7 +99,6 @@ export interface StoreCore {
   gate: Gate;
   /** The quoted schema. */
   s: string;
-  textSearchConfig: string;
   /** pgvector's quoted schema when the HNSW path is in use, else null. */
   vector: VectorSupport | null;
   /** NOTIFY channel on a server; null on PGlite (notifications stay in the process). */
@@ -128,10 +128,9 @@ const conflict = (message: string, details: Record<string, unknown> = {}) =>
   new CairnError('CONFLICT', message, { details });
 const invalid = (message: string) => new CairnError('INVALID_ARGUMENT', message);
 
-function pgCode(e: unknown): string | undefined {
-  const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
-}
+/** BM25's parameters, the reference store's. */
+const BM25_K1 = 1.2;
+const BM25_B = 0.75;
 
 /** Vector candidates fetched beyond `limit`, so rescoring in float64 can reorder near-ties. */
 const RESCORE_SLACK = 8;
@@ -378,7 +377,7 @@ export class PostgresStore implements Store {
         inserted = r.rows.length;
       } catch (e) {
         // Another writer took a message id between the lookup and the insert.
-        if (pgCode(e) === '23505')
+        if (sqlState(e) === '23505')
           throw conflict('a message id in the batch is already used; messages are immutable');
         throw e;
       }
@@ -1017,16 +1016,17 @@ export class PostgresStore implements Store {
         for (const m of memories)
           if (m.embedding) checkVectorWidth(space, m.embedding, `memory ${m.id} embedding`);
       }
+      const indexed = memories.map((m) => searchVector(m.content.text));
       try {
         await q.query(
           `INSERT INTO ${s}.memories (id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata,
-             content_hash, embedding, embedding_norm, search, created_at)
+             content_hash, embedding, embedding_norm, search, search_len, created_at)
            SELECT id, type, agent_id, entity_id, room_id, world_id, scope, content::jsonb, metadata::jsonb,
-             content_hash, embedding::float8[], embedding_norm, to_tsvector($15::regconfig, content::jsonb->>'text'), created_at
+             content_hash, embedding::float8[], embedding_norm, search::tsvector, search_len, created_at
            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-             $9::text[], $10::text[], $11::text[], $12::float8[], $13::float8[], $14::int[])
+             $9::text[], $10::text[], $11::text[], $12::float8[], $13::float8[], $14::int[], $15::text[], $16::int[])
              AS u(id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata, content_hash, embedding,
-               embedding_norm, created_at, ord)
+               embedding_norm, created_at, ord, search, search_len)
            ORDER BY ord`,
           [
             memories.map((m) => m.id),
@@ -1043,11 +1043,12 @@ export class PostgresStore implements Store {
             memories.map((m) => (m.embedding ? norm(m.embedding) : null)),
             memories.map((m) => m.createdAt),
             memories.map((_, i) => i),
-            this.#core.textSearchConfig,
+            indexed.map((x) => x.vector),
+            indexed.map((x) => x.length),
           ],
         );
       } catch (e) {
-        if (pgCode(e) === '23505') throw conflict('a memory id in the batch is already used');
+        if (sqlState(e) === '23505') throw conflict('a memory id in the batch is already used');
         throw e;
       }
       return memories;
@@ -1076,10 +1077,12 @@ export class PostgresStore implements Store {
           (await this.#fixSpace(q, { embedderId: null, dimensions: p.embedding.length }));
         checkVectorWidth(space, p.embedding, 'embedding');
       }
+      const indexed = p.content === undefined ? null : searchVector(p.content.text);
       const r = await q.query(
         `UPDATE ${s}.memories SET
            content = COALESCE($2::jsonb, content),
-           search = CASE WHEN $2::jsonb IS NULL THEN search ELSE to_tsvector($8::regconfig, $2::jsonb->>'text') END,
+           search = COALESCE($8::tsvector, search),
+           search_len = COALESCE($9, search_len),
            content_hash = COALESCE($3, content_hash),
            metadata = COALESCE($4::jsonb, metadata),
            embedding = CASE WHEN $5 THEN $6::float8[] ELSE embedding END,
@@ -1093,7 +1096,8 @@ export class PostgresStore implements Store {
           p.embedding !== undefined,
           p.embedding ? floatArray(p.embedding) : null,
           p.embedding ? norm(p.embedding) : null,
-          this.#core.textSearchConfig,
+          indexed?.vector ?? null,
+          indexed?.length ?? null,
         ],
       );
       return toMemory(r.rows[0]!);
@@ -1221,26 +1225,35 @@ export class PostgresStore implements Store {
     return this.#rescore(rows, s);
   }
 
+  /**
+   * BM25 over the shared tokenizer's words, as the reference store computes it: the
+   * collection statistics (count, mean length, document frequencies) are over every
+   * stored memory, the filter only chooses which of them are returned.
+   */
   async #searchText(s: CheckedSearch): Promise<MemoryHit[]> {
-    // Any of the words: quoted terms joined with `or` in websearch syntax, so the user's
-    // text can never inject operators (`-`, quotes) into the query.
-    const words = [...new Set(keywordTokens(s.text!))];
-    if (words.length === 0) {
+    const query = searchQuery(keywordTokens(s.text!));
+    if (query.lexemes.length === 0) {
       this.#guard();
       return [];
     }
-    const params: unknown[] = [
-      this.#core.textSearchConfig,
-      words.map((w) => `"${w}"`).join(' or '),
-      s.limit,
-    ];
+    const params: unknown[] = [query.lexemes, query.single, query.any, s.limit];
     const where = memoryWhere(s.filter, params);
+    const m = this.#core.s;
     return this.#read(async (q) => {
       const r = await q.query(
-        `SELECT ${MEMORY_COLUMNS}, ts_rank_cd(search, query, 1) AS score
-         FROM ${this.#core.s}.memories, websearch_to_tsquery($1::regconfig, $2) AS query
-         WHERE search @@ query AND ${where}
-         ORDER BY score DESC, seq ASC LIMIT $3`,
+        `WITH stats AS (
+           SELECT count(*)::float8 AS n, COALESCE(avg(search_len), 0)::float8 AS avgdl FROM ${m}.memories),
+         terms AS (
+           SELECT t.lexeme, ln(1 + (stats.n - d.n + 0.5) / (d.n + 0.5)) AS idf
+           FROM unnest($1::text[], $2::tsquery[]) AS t(lexeme, q) CROSS JOIN stats
+             CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM ${m}.memories WHERE search @@ t.q) d)
+         SELECT ${MEMORY_COLUMNS},
+           (SELECT sum(terms.idf * tf * ${BM25_K1 + 1} / (tf + ${BM25_K1} * (1 - ${BM25_B} + ${BM25_B} * search_len / stats.avgdl)))
+            FROM unnest(search) AS u JOIN terms ON terms.lexeme = u.lexeme,
+              LATERAL (SELECT array_length(u.positions, 1)::float8 AS tf) f) AS score
+         FROM ${m}.memories, stats
+         WHERE search @@ $3::tsquery AND ${where}
+         ORDER BY score DESC, seq ASC LIMIT $4`,
         params,
       );
       return r.rows.map((row) => ({ memory: toMemory(row), score: row.score as number }));

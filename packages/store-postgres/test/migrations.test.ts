@@ -126,7 +126,6 @@ describe('migrations on PGlite', () => {
   it.each([
     ['an empty schema', { schema: '' }],
     ['a schema name over 63 bytes', { schema: 'x'.repeat(64) }],
-    ['an unknown text search configuration', { textSearchConfig: 'klingon' }],
     ['an unknown vectorSearch mode', { vectorSearch: 'fast' as never }],
   ])('rejects %s (INVALID_ARGUMENT)', async (_label, options) => {
     const error = await createPostgresStore(

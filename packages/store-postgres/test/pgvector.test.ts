@@ -159,35 +159,3 @@ describe('pgvector (HNSW) on PGlite against the exact scan and brute force', () 
     expect(await hnsw.searchMemories({ vector: query, limit: 10 })).toHaveLength(10);
   });
 });
-
-describe('keyword search configuration', () => {
-  let db: PGlite;
-  beforeAll(async () => {
-    db = await PGlite.create();
-  });
-  afterAll(() => db?.close());
-
-  it('uses the configured text search configuration: english stems, simple does not', async () => {
-    const english = await createPostgresStore({ client: db }, { schema: 'kw_english' });
-    const simple = await createPostgresStore(
-      { client: db },
-      { schema: 'kw_simple', textSearchConfig: 'simple' },
-    );
-    for (const store of [english, simple]) {
-      await store.addMemories([
-        { agentId: 'a', content: { text: 'the falcons were hunting' } },
-        { agentId: 'a', content: { text: 'a quiet harbor' } },
-      ]);
-    }
-    const texts = async (store: Store, q: string) =>
-      (await store.searchMemories({ text: q })).map((h) => h.memory.content.text);
-    expect(await texts(english, 'falcon hunts')).toEqual(['the falcons were hunting']);
-    expect(await texts(simple, 'falcon hunts')).toEqual([]);
-    expect((await texts(simple, 'falcons or harbor')).sort()).toEqual([
-      'a quiet harbor',
-      'the falcons were hunting',
-    ]);
-    await english.close();
-    await simple.close();
-  });
-});

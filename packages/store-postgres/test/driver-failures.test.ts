@@ -1,0 +1,73 @@
+import { type CairnError, isCairnError } from '@cairn/core';
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createPostgresStore } from '../src/index.js';
+import { describeServer, dropSchema, freshSchema, POSTGRES_URL } from './support.js';
+
+/** The call's failure, which must be a CairnError UNAVAILABLE carrying the driver's error. */
+async function unavailable(call: Promise<unknown>): Promise<CairnError> {
+  const error = await call.then(
+    () => expect.fail('the call succeeded'),
+    (e: unknown) => e,
+  );
+  expect(isCairnError(error, 'UNAVAILABLE'), String(error)).toBe(true);
+  const e = error as CairnError;
+  expect(e.cause).toBeInstanceOf(Error);
+  expect(e.message).toContain((e.cause as Error).message);
+  return e;
+}
+
+const elsewhere = (database: string) => {
+  const url = new URL(POSTGRES_URL);
+  url.pathname = `/${database}`;
+  return url.toString();
+};
+
+describeServer('driver failures on the server are UNAVAILABLE', () => {
+  it('a server that refuses the connection', async () => {
+    const e = await unavailable(
+      createPostgresStore({ connectionString: 'postgres://postgres@127.0.0.1:1/test' }),
+    );
+    expect(e.details).toEqual({ code: 'ECONNREFUSED' });
+  });
+
+  it('a database that does not exist', async () => {
+    const e = await unavailable(
+      createPostgresStore({ connectionString: elsewhere('cairn_no_such_database') }),
+    );
+    expect(e.details).toEqual({ sqlState: '3D000' });
+  });
+
+  it('a pool its owner ended while the store was open, for reads, writes and transactions', async () => {
+    const schema = freshSchema();
+    const pool = new pg.Pool({ connectionString: POSTGRES_URL });
+    const store = await createPostgresStore({ pool }, { schema });
+    const thread = await store.createThread({});
+    await pool.end();
+    await unavailable(store.getThread(thread.id));
+    await unavailable(store.createThread({}));
+    await unavailable(store.transaction((tx) => tx.getThread(thread.id)));
+    await store.close();
+    await dropSchema(schema);
+  });
+});
+
+describe('driver failures on PGlite are UNAVAILABLE', () => {
+  let db: PGlite;
+  beforeAll(async () => {
+    db = await PGlite.create();
+  });
+
+  it('a PGlite instance its owner closed; what a transaction function throws passes through', async () => {
+    const store = await createPostgresStore({ client: db }, { schema: freshSchema() });
+    const thread = await store.createThread({});
+    const mine = new Error('mine');
+    await expect(store.transaction(() => Promise.reject(mine))).rejects.toBe(mine);
+    await db.close();
+    await unavailable(store.getThread(thread.id));
+    await unavailable(store.addMemories([{ agentId: 'a', content: { text: 'x' } }]));
+    await unavailable(store.transaction((tx) => tx.getThread(thread.id)));
+    await store.close();
+  });
+});
