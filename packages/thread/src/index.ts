@@ -18,7 +18,6 @@ export { type SnapshotPolicy, stateAsOf } from './state-log.js';
 export {
   CairnThread,
   type MessageInput,
-  type NoState,
   type OpenThreadOptions,
   openThread,
   type PendingMessage,
@@ -27,6 +26,6 @@ export {
 export { ThreadTurn } from './turn.js';
 
 import type { StateSchema } from '@cairn/core';
-import type { CairnThread, NoState } from './thread.js';
-/** The engine type for a schema: `Thread<typeof Research>`; `Thread` alone has no state. */
-export type Thread<S extends StateSchema<any> = NoState> = CairnThread<S>;
+import type { CairnThread } from './thread.js';
+/** The engine type for a schema: `Thread<typeof Research>`. */
+export type Thread<S extends StateSchema<any>> = CairnThread<S>;
