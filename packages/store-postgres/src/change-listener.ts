@@ -2,7 +2,7 @@ import type { StoreChange } from '@cairn/store';
 import { ident } from './migrations.js';
 import type { PgClientLike } from './queryable.js';
 
-type Notification = { channel: string; payload?: string };
+type Notification = { channel: string; payload?: string | undefined };
 
 /** The NOTIFY payload: one change, and the store instance that made it. */
 export function encodeChange(origin: string, change: StoreChange): string {

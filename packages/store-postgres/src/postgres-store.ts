@@ -20,6 +20,7 @@ import {
   checkLeaseData,
   checkLeaseInput,
   checkLimit,
+  checkLockOptions,
   checkMemoryFilter,
   checkMemoryPatch,
   checkMemorySearch,
@@ -40,6 +41,7 @@ import {
   type LatestCommitQuery,
   type ListMemoriesOptions,
   type ListThreadsOptions,
+  type LockOptions,
   type MemoryFilter,
   type MemoryHit,
   type MemoryPatch,
@@ -627,6 +629,35 @@ export class PostgresStore implements Store {
     }, true);
   }
 
+  async lockBranch(branchId: string, options?: LockOptions): Promise<Branch> {
+    checkId(branchId, 'branch id');
+    const timeoutMs = checkLockOptions(options);
+    const s = this.#core.s;
+    return this.#write(async ({ q }) => {
+      // Transaction-local: the bound also covers the lock waits of the writes that follow.
+      // (lock_timeout 0 would mean no bound at all, so "no wait" is 1 ms.)
+      await q.query(`SELECT set_config('lock_timeout', $1, true)`, [`${Math.max(1, timeoutMs)}ms`]);
+      let r: { rows: Row[] };
+      try {
+        // The row lock moveHead's UPDATE and appendStateCommit's insert also take.
+        r = await q.query(
+          `SELECT ${BRANCH_COLUMNS} FROM ${s}.branches WHERE id = $1 FOR NO KEY UPDATE`,
+          [branchId],
+        );
+      } catch (e) {
+        if (sqlState(e) !== '55P03') throw e;
+        throw new CairnError(
+          'TIMEOUT',
+          `branch ${JSON.stringify(branchId)} stayed locked by another transaction for ${timeoutMs} ms`,
+          { cause: e, details: { branchId, timeoutMs } },
+        );
+      }
+      const row = r.rows[0];
+      if (!row) throw notFound('branch', branchId);
+      return toBranch(row);
+    });
+  }
+
   // ------------------------------------------------------------------ checkpoints
 
   async saveCheckpoint(input: NewCheckpoint): Promise<Checkpoint> {
@@ -695,6 +726,7 @@ export class PostgresStore implements Store {
     return this.#write(async ({ q, touch }) => {
       // Compare-and-set in one statement: the insert happens only when the branch's
       // latest version is the expected one; the primary key settles a race between two.
+      // It takes the branch's row lock, so it waits while a lockBranch holder commits.
       const params: unknown[] = [
         c.branchId,
         c.messageId,
@@ -711,6 +743,7 @@ export class PostgresStore implements Store {
            FROM ${s}.branches b LEFT JOIN ${s}.messages m ON m.id = $2::text AND m.thread_id = b.thread_id
            WHERE b.id = $1 AND ($2::text IS NULL OR m.id IS NOT NULL)
              AND (SELECT COALESCE(max(version), 0) FROM ${s}.state_commits WHERE branch_id = $1) = $3::bigint
+           FOR NO KEY UPDATE OF b
            ON CONFLICT (branch_id, version) DO NOTHING
            RETURNING *)
          SELECT ${COMMIT_COLUMNS.split(', ')

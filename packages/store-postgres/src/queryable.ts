@@ -21,7 +21,6 @@ export interface Queryable {
   exec(text: string): Promise<void>;
 }
 
-/** The parts of a node-postgres `Pool` the store uses. */
 /** A node-postgres query config: a named statement is prepared once per connection. */
 export interface PgQueryConfig {
   name: string;
@@ -31,12 +30,16 @@ export interface PgQueryConfig {
 
 type PgResult = Promise<{ rows: unknown[]; rowCount: number | null }>;
 
+// Optional members say `| undefined` so that real pg and PGlite objects are assignable
+// under `exactOptionalPropertyTypes`.
+
+/** The parts of a node-postgres `Pool` the store uses. */
 export interface PgPoolLike {
   query(text: string, values?: unknown[]): PgResult;
   query(config: PgQueryConfig): PgResult;
   connect(): Promise<PgClientLike & { release(err?: Error | boolean): void }>;
   end(): Promise<void>;
-  readonly options?: object;
+  readonly options?: object | undefined;
 }
 
 /** The parts of a node-postgres `Client` (or `PoolClient`) the store uses. */
@@ -45,26 +48,29 @@ export interface PgClientLike {
   query(config: PgQueryConfig): PgResult;
   on(
     event: 'notification',
-    listener: (msg: { channel: string; payload?: string }) => void,
+    listener: (msg: { channel: string; payload?: string | undefined }) => void,
   ): unknown;
   off?(
     event: 'notification',
-    listener: (msg: { channel: string; payload?: string }) => void,
+    listener: (msg: { channel: string; payload?: string | undefined }) => void,
   ): unknown;
   removeListener?(
     event: 'notification',
-    listener: (msg: { channel: string; payload?: string }) => void,
+    listener: (msg: { channel: string; payload?: string | undefined }) => void,
   ): unknown;
 }
 
 /** The parts of a PGlite instance the store uses. */
 export interface PGliteLike {
-  query<T>(text: string, params?: unknown[]): Promise<{ rows: T[]; affectedRows?: number }>;
+  query<T>(
+    text: string,
+    params?: unknown[],
+  ): Promise<{ rows: T[]; affectedRows?: number | undefined }>;
   exec(text: string): Promise<unknown>;
   transaction<T>(fn: (tx: unknown) => Promise<T>): Promise<T>;
   close(): Promise<void>;
-  readonly closed?: boolean;
-  readonly dataDir?: string;
+  readonly closed?: boolean | undefined;
+  readonly dataDir?: string | undefined;
 }
 
 /** True for a PGlite instance (told apart from a pg client by shape, never by import). */
