@@ -1,8 +1,6 @@
 import type { StoreChange } from '@cairn/store';
 import { ident } from './migrations.js';
-import type { PgClientLike } from './queryable.js';
-
-type Notification = { channel: string; payload?: string };
+import { isPGlite, type PGliteLike, type PgClientLike } from './queryable.js';
 
 /** The NOTIFY payload: one change, and the store instance that made it. */
 export function encodeChange(origin: string, change: StoreChange): string {
@@ -26,21 +24,31 @@ function decodeChange(payload: string): { origin: string; change: StoreChange } 
   }
 }
 
+type Handler = (channel: string, payload: string | undefined) => void;
+
+/** Adds a notification handler to a pg client or PGlite; returns its removal. */
+function onNotification(client: PgClientLike | PGliteLike, handler: Handler): () => void {
+  if (isPGlite(client)) return client.onNotification(handler);
+  const h = (msg: { channel: string; payload?: string }) => handler(msg.channel, msg.payload);
+  client.on('notification', h);
+  return () =>
+    client.off ? client.off('notification', h) : client.removeListener?.('notification', h);
+}
+
 /**
  * LISTENs on the schema's channel over one connection and hands other store instances'
- * changes (from any process) to `deliver`. Changes this instance made are delivered
- * locally at commit, so its own notifications are skipped here.
+ * changes (from any process, or from other stores on the same PGlite) to `deliver`.
+ * Changes this instance made are delivered locally at commit, so its own are skipped.
  */
 export class ChangeListener {
-  #client: PgClientLike;
+  #client: PgClientLike | PGliteLike;
   #run: (sql: string) => Promise<unknown>;
   #channel: string;
-  #origin: string;
-  #handler: (msg: Notification) => void;
+  #off: (() => void) | null = null;
 
   /** `run` executes LISTEN/UNLISTEN (through the store's queue when the connection is shared). */
   constructor(
-    client: PgClientLike,
+    client: PgClientLike | PGliteLike,
     run: (sql: string) => Promise<unknown>,
     channel: string,
     origin: string,
@@ -49,24 +57,26 @@ export class ChangeListener {
     this.#client = client;
     this.#run = run;
     this.#channel = channel;
-    this.#origin = origin;
-    this.#handler = (msg) => {
-      if (msg.channel !== this.#channel || !msg.payload) return;
-      const decoded = decodeChange(msg.payload);
-      if (decoded && decoded.origin !== this.#origin) deliver(decoded.change);
+    const handler: Handler = (ch, payload) => {
+      if (ch !== channel || !payload) return;
+      const decoded = decodeChange(payload);
+      if (decoded && decoded.origin !== origin) deliver(decoded.change);
     };
+    this.#off = onNotification(client, handler);
   }
 
-  async start(): Promise<void> {
-    this.#client.on('notification', this.#handler);
-    await this.#run(`LISTEN ${ident(this.#channel)}`);
+  start(): Promise<unknown> {
+    return this.#run(`LISTEN ${ident(this.#channel)}`);
   }
 
-  /** Stops listening; `unlisten` when the connection stays open for someone else. */
+  /**
+   * Stops listening; UNLISTENs a pg connection that stays open for its owner (a PGlite
+   * instance is one session for every store on it, so it keeps listening).
+   */
   async stop(unlisten: boolean): Promise<void> {
-    const c = this.#client;
-    if (c.off) c.off('notification', this.#handler);
-    else c.removeListener?.('notification', this.#handler);
-    if (unlisten) await this.#run(`UNLISTEN ${ident(this.#channel)}`).catch(() => undefined);
+    this.#off?.();
+    this.#off = null;
+    if (unlisten && !isPGlite(this.#client))
+      await this.#run(`UNLISTEN ${ident(this.#channel)}`).catch(() => undefined);
   }
 }

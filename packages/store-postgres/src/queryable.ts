@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { CairnError, isCairnError } from '@cairn/core';
 import { AsyncLock } from '@cairn/store';
 
 export type Row = Record<string, unknown>;
@@ -63,6 +62,7 @@ export interface PGliteLike {
   exec(text: string): Promise<unknown>;
   transaction<T>(fn: (tx: unknown) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+  onNotification(callback: (channel: string, payload: string) => void): () => void;
   readonly closed?: boolean;
   readonly dataDir?: string;
 }
@@ -82,33 +82,8 @@ export function isPGlite(client: unknown): client is PGliteLike {
 
 /** The SQLSTATE of a driver failure (`23505`, `3D000`, ...), if it has one. */
 export function sqlState(e: unknown): string | undefined {
-  const code = (isCairnError(e, 'UNAVAILABLE') ? e.cause : e) as { code?: unknown } | null;
-  return typeof code?.code === 'string' && /^[0-9A-Z]{5}$/.test(code.code) ? code.code : undefined;
-}
-
-/**
- * A failure of the database or its driver (unreachable, a database that does not exist,
- * a closed client, a statement it refused) as a CairnError: code `UNAVAILABLE`, the
- * driver's error as `cause` and its SQLSTATE in `details`. CairnErrors pass unchanged.
- */
-export function driverFailure(e: unknown): CairnError {
-  if (isCairnError(e)) return e;
-  const state = sqlState(e);
-  const reason = e instanceof Error ? e.message : String(e);
   const code = (e as { code?: unknown } | null)?.code;
-  return new CairnError('UNAVAILABLE', `PostgreSQL: ${reason}`, {
-    cause: e,
-    details: state ? { sqlState: state } : typeof code === 'string' ? { code } : {},
-  });
-}
-
-/** Runs one driver call, its failure as a driver failure. */
-async function guarded<T>(call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (e) {
-    throw driverFailure(e);
-  }
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
 type Session = {
@@ -133,23 +108,25 @@ function named(text: string, values: unknown[]): PgQueryConfig {
 
 function pgSession(client: Pick<PgClientLike, 'query'>): Session {
   return {
-    query: (text, params) =>
-      guarded(async () => {
-        const r = await (params ? client.query(named(text, params)) : client.query(text));
-        return { rows: r.rows as Row[], rowCount: r.rowCount ?? 0 };
-      }),
-    exec: (text) => guarded(async () => void (await client.query(text))),
+    async query(text, params) {
+      const r = await (params ? client.query(named(text, params)) : client.query(text));
+      return { rows: r.rows as Row[], rowCount: r.rowCount ?? 0 };
+    },
+    async exec(text) {
+      await client.query(text);
+    },
   };
 }
 
 function pgliteSession(db: PGliteLike): Session {
   return {
-    query: (text, params) =>
-      guarded(async () => {
-        const r = await db.query<Row>(text, params);
-        return { rows: r.rows, rowCount: Math.max(r.rows.length, r.affectedRows ?? 0) };
-      }),
-    exec: (text) => guarded(async () => void (await db.exec(text))),
+    async query(text, params) {
+      const r = await db.query<Row>(text, params);
+      return { rows: r.rows, rowCount: Math.max(r.rows.length, r.affectedRows ?? 0) };
+    },
+    async exec(text) {
+      await db.exec(text);
+    },
   };
 }
 
@@ -213,7 +190,7 @@ export function poolQueryable(pool: PgPoolLike): Queryable {
       session.query(text, params) as Promise<QueryResult<R>>,
     exec: (text) => session.exec(text),
     async transaction(fn) {
-      const client = await guarded(() => pool.connect());
+      const client = await pool.connect();
       try {
         const result = await runTransaction(pgSession(client), fn);
         client.release();
@@ -245,21 +222,8 @@ export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
       query: <R>(text: string, params?: unknown[]) =>
         session.query(text, params) as Promise<QueryResult<R>>,
       exec: (text) => session.exec(text),
-      async transaction(fn) {
-        // PGlite's own failures (BEGIN, COMMIT, a closed instance) are driver failures;
-        // what `fn` throws passes through as it is.
-        const thrown: unknown[] = [];
-        try {
-          return await client.transaction((tx) =>
-            fn(new InTransaction(pgliteSession(tx as PGliteLike), 0)).catch((e: unknown) => {
-              thrown.push(e);
-              throw e;
-            }),
-          );
-        } catch (e) {
-          throw thrown.includes(e) ? e : driverFailure(e);
-        }
-      },
+      transaction: (fn) =>
+        client.transaction((tx) => fn(new InTransaction(pgliteSession(tx as PGliteLike), 0))),
     };
   }
   const session = pgSession(client);
