@@ -4,12 +4,8 @@ import { isPGlite, type PGliteLike, type PgClientLike } from './queryable.js';
 
 /** The NOTIFY payload: one change, and the store instance that made it. */
 export function encodeChange(origin: string, change: StoreChange): string {
-  return JSON.stringify({
-    o: origin,
-    t: change.threadId,
-    k: change.kind,
-    ...(change.branchId ? { b: change.branchId } : {}),
-  });
+  const { threadId: t, kind: k, branchId: b } = change;
+  return JSON.stringify({ o: origin, t, k, ...(b ? { b } : {}) });
 }
 
 function decodeChange(payload: string): { origin: string; change: StoreChange } | null {
@@ -37,46 +33,28 @@ function onNotification(client: PgClientLike | PGliteLike, handler: Handler): ()
 
 /**
  * LISTENs on the schema's channel over one connection and hands other store instances'
- * changes (from any process, or from other stores on the same PGlite) to `deliver`.
- * Changes this instance made are delivered locally at commit, so its own are skipped.
+ * changes (from any process, or from other stores on the same PGlite) to `deliver`;
+ * this instance's own (`origin`) are delivered locally at commit, so they are skipped.
+ * `run` executes LISTEN/UNLISTEN (through the store's queue when the connection is
+ * shared). Returns the stop, which UNLISTENs when asked to (a pg connection that stays
+ * open for its owner; a PGlite instance is one session for every store on it, so it
+ * keeps listening).
  */
-export class ChangeListener {
-  #client: PgClientLike | PGliteLike;
-  #run: (sql: string) => Promise<unknown>;
-  #channel: string;
-  #off: (() => void) | null = null;
-
-  /** `run` executes LISTEN/UNLISTEN (through the store's queue when the connection is shared). */
-  constructor(
-    client: PgClientLike | PGliteLike,
-    run: (sql: string) => Promise<unknown>,
-    channel: string,
-    origin: string,
-    deliver: (change: StoreChange) => void,
-  ) {
-    this.#client = client;
-    this.#run = run;
-    this.#channel = channel;
-    const handler: Handler = (ch, payload) => {
-      if (ch !== channel || !payload) return;
-      const decoded = decodeChange(payload);
-      if (decoded && decoded.origin !== origin) deliver(decoded.change);
-    };
-    this.#off = onNotification(client, handler);
-  }
-
-  start(): Promise<unknown> {
-    return this.#run(`LISTEN ${ident(this.#channel)}`);
-  }
-
-  /**
-   * Stops listening; UNLISTENs a pg connection that stays open for its owner (a PGlite
-   * instance is one session for every store on it, so it keeps listening).
-   */
-  async stop(unlisten: boolean): Promise<void> {
-    this.#off?.();
-    this.#off = null;
-    if (unlisten && !isPGlite(this.#client))
-      await this.#run(`UNLISTEN ${ident(this.#channel)}`).catch(() => undefined);
-  }
+export async function listenForChanges(
+  client: PgClientLike | PGliteLike,
+  run: (sql: string) => Promise<unknown>,
+  channel: string,
+  origin: string,
+  deliver: (change: StoreChange) => void,
+): Promise<(unlisten: boolean) => Promise<void>> {
+  const off = onNotification(client, (ch, payload) => {
+    const decoded = ch === channel && payload ? decodeChange(payload) : null;
+    if (decoded && decoded.origin !== origin) deliver(decoded.change);
+  });
+  await run(`LISTEN ${ident(channel)}`);
+  return async (unlisten) => {
+    off();
+    if (unlisten && !isPGlite(client))
+      await run(`UNLISTEN ${ident(channel)}`).catch(() => undefined);
+  };
 }

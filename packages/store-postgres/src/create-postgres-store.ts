@@ -79,10 +79,11 @@ export async function createPostgresStore(
     ownedPool: null,
   };
 
-  let c: DriverConnection;
-  if (typeof connection !== 'object' || connection === null) {
+  const kind = ['connectionString', 'pool', 'client'].find((k) => k in Object(connection));
+  if (!kind)
     throw invalidArgument('createPostgresStore needs { connectionString }, { pool } or { client }');
-  } else if ('connectionString' in connection) {
+  let c: DriverConnection;
+  if ('connectionString' in connection) {
     const { connectionString } = connection;
     if (typeof connectionString !== 'string' || connectionString === '')
       throw invalidArgument('connectionString must be a non-empty string');
@@ -98,7 +99,7 @@ export async function createPostgresStore(
   } else if ('pool' in connection) {
     const config = { ...(connection.pool.options ?? {}) } as pg.ClientConfig;
     c = { ...base, db: poolQueryable(connection.pool), listen: { config } };
-  } else if ('client' in connection) {
+  } else {
     const { client } = connection;
     const dir = isPGlite(client) ? client.dataDir : undefined;
     c = {
@@ -108,8 +109,6 @@ export async function createPostgresStore(
       durable: !isPGlite(client) || (!!dir && !dir.startsWith('memory://')),
       listen: { client },
     };
-  } else {
-    throw invalidArgument('createPostgresStore needs { connectionString }, { pool } or { client }');
   }
 
   const driver = new PostgresDriver(c);

@@ -2,7 +2,7 @@ import { type CairnError, conflict, newId } from '@cairn/core';
 import type { StoreCapabilities, StoreChange } from '@cairn/store';
 import type { Driver, DriverSession, SessionOptions } from '@cairn/store/adapter';
 import pg from 'pg';
-import { ChangeListener } from './change-listener.js';
+import { listenForChanges } from './change-listener.js';
 import { migrate } from './migrations.js';
 import { PostgresSession, type SessionContext } from './postgres-session.js';
 import { type PGliteLike, type PgClientLike, type Queryable, sqlState } from './queryable.js';
@@ -28,11 +28,10 @@ export interface DriverConnection {
  * transactions; read sessions run each statement on whatever connection is free.
  */
 export class PostgresDriver implements Driver {
-  capabilities: StoreCapabilities;
   readonly #c: DriverConnection;
   readonly #context: SessionContext;
   #onChange: ((change: StoreChange) => void) | null = null;
-  #listener: ChangeListener | null = null;
+  #stopListening: ((unlisten: boolean) => Promise<void>) | null = null;
   #listenClient: pg.Client | null = null;
   #closing = false;
 
@@ -45,10 +44,9 @@ export class PostgresDriver implements Driver {
       channel: c.channel,
       origin: newId(),
     };
-    this.capabilities = this.#capabilities();
   }
 
-  #capabilities(): StoreCapabilities {
+  get capabilities(): StoreCapabilities {
     return Object.freeze({
       vectorSearch: this.#context.vector ? 'approximate' : 'exact',
       notifications: this.#c.pglite ? 'process' : 'cluster',
@@ -61,7 +59,6 @@ export class PostgresDriver implements Driver {
   async open(): Promise<void> {
     try {
       await this.migrate();
-      this.capabilities = this.#capabilities();
       const l = this.#c.listen;
       if ('config' in l) await this.#listenOwned(l.config);
       else await this.#startListener(l.client, (sql) => this.#c.db.exec(sql));
@@ -99,8 +96,8 @@ export class PostgresDriver implements Driver {
 
   async close(): Promise<void> {
     this.#closing = true;
-    await this.#listener?.stop(this.#listenClient === null).catch(() => undefined);
-    this.#listener = null;
+    await this.#stopListening?.(this.#listenClient === null).catch(() => undefined);
+    this.#stopListening = null;
     await this.#listenClient?.end().catch(() => undefined);
     this.#listenClient = null;
     await this.#c.ownedPool?.end().catch(() => undefined);
@@ -111,14 +108,8 @@ export class PostgresDriver implements Driver {
     run: (sql: string) => Promise<unknown>,
   ): Promise<void> {
     const deliver = (change: StoreChange) => this.#onChange?.(change);
-    this.#listener = new ChangeListener(
-      client,
-      run,
-      this.#c.channel,
-      this.#context.origin,
-      deliver,
-    );
-    await this.#listener.start();
+    const { channel, origin } = this.#context;
+    this.#stopListening = await listenForChanges(client, run, channel, origin, deliver);
   }
 
   /**

@@ -24,24 +24,16 @@ import { searchQuery, searchVector } from './keyword-index.js';
 import type { VectorSupport } from './migrations.js';
 import type { Queryable, Row } from './queryable.js';
 import {
-  BRANCH_COLUMNS,
-  CHECKPOINT_COLUMNS,
-  COMMIT_COLUMNS,
+  BRANCH,
+  CHECKPOINT,
+  COMMIT,
   floatArray,
-  LEASE_COLUMNS,
-  MEMORY_COLUMNS,
-  MESSAGE_COLUMNS,
+  LEASE,
+  MEMORY,
+  MESSAGE,
   norm,
-  THREAD_COLUMNS,
-  TURN_COLUMNS,
-  toBranch,
-  toCheckpoint,
-  toCommit,
-  toLease,
-  toMemory,
-  toMessage,
-  toThread,
-  toTurn,
+  THREAD,
+  TURN,
   vectorLiteral,
 } from './rows.js';
 
@@ -62,12 +54,6 @@ export interface SessionContext {
 const BM25_K1 = 1.2;
 const BM25_B = 0.75;
 
-const prefixed = (alias: string, columns: string) =>
-  columns
-    .split(', ')
-    .map((c) => `${alias}.${c}`)
-    .join(', ');
-
 /** One session's SQL, over a connection (read) or an open transaction (write). */
 export class PostgresSession implements DriverSession {
   readonly #q: Queryable;
@@ -87,6 +73,20 @@ export class PostgresSession implements DriverSession {
   async #one<T>(sql: string, params: unknown[], map: (r: Row) => T): Promise<T | null> {
     const row = (await this.#rows(sql, params))[0];
     return row ? map(row) : null;
+  }
+
+  /** The first row of `table` meeting `where`, decoded. */
+  #find<T>(
+    t: { columns: string; decode: (r: Row) => T },
+    table: string,
+    where: string,
+    params: unknown[],
+  ) {
+    return this.#one(
+      `SELECT ${t.columns} FROM ${this.#s}.${table} WHERE ${where}`,
+      params,
+      t.decode,
+    );
   }
 
   async #count(sql: string, params: unknown[]): Promise<number> {
@@ -117,11 +117,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getThread(id: string): Promise<Thread | null> {
-    return this.#one(
-      `SELECT ${THREAD_COLUMNS} FROM ${this.#s}.threads WHERE id = $1`,
-      [id],
-      toThread,
-    );
+    return this.#find(THREAD, 'threads', 'id = $1', [id]);
   }
 
   updateThread(
@@ -132,7 +128,7 @@ export class PostgresSession implements DriverSession {
     return this.#one(
       `UPDATE ${this.#s}.threads SET title = CASE WHEN $2 THEN $3 ELSE title END,
          metadata = COALESCE($4::jsonb, metadata), updated_at = $5
-       WHERE id = $1 RETURNING ${THREAD_COLUMNS}`,
+       WHERE id = $1 RETURNING ${THREAD.columns}`,
       [
         id,
         patch.title !== undefined,
@@ -140,7 +136,7 @@ export class PostgresSession implements DriverSession {
         patch.metadata === undefined ? null : JSON.stringify(patch.metadata),
         updatedAt,
       ],
-      toThread,
+      THREAD.decode,
     );
   }
 
@@ -150,12 +146,12 @@ export class PostgresSession implements DriverSession {
     limit: number;
   }): Promise<ThreadRow[]> {
     const rows = await this.#rows(
-      `SELECT ${THREAD_COLUMNS} FROM ${this.#s}.threads
+      `SELECT ${THREAD.columns}, seq FROM ${this.#s}.threads
        WHERE ($1::text IS NULL OR resource_id = $1) AND ($2::bigint IS NULL OR seq < $2)
        ORDER BY seq DESC LIMIT $3`,
       [q.resourceId ?? null, q.beforeSeq ?? null, q.limit],
     );
-    return rows.map((r) => ({ thread: toThread(r), seq: Number(r.seq) }));
+    return rows.map((r) => ({ thread: THREAD.decode(r), seq: Number(r.seq) }));
   }
 
   async deleteThread(id: string): Promise<boolean> {
@@ -222,11 +218,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getMessage(id: string): Promise<Message | null> {
-    return this.#one(
-      `SELECT ${MESSAGE_COLUMNS} FROM ${this.#s}.messages WHERE id = $1`,
-      [id],
-      toMessage,
-    );
+    return this.#find(MESSAGE, 'messages', 'id = $1', [id]);
   }
 
   async getChain(headId: string, minDepth: number, maxDepth: number): Promise<Message[]> {
@@ -234,14 +226,14 @@ export class PostgresSession implements DriverSession {
     // From the head toward the root, stopping at the lowest depth wanted.
     const rows = await this.#rows(
       `WITH RECURSIVE chain AS (
-         SELECT ${MESSAGE_COLUMNS} FROM ${s}.messages WHERE id = $1
+         SELECT ${MESSAGE.columns} FROM ${s}.messages WHERE id = $1
          UNION ALL
-         SELECT ${prefixed('m', MESSAGE_COLUMNS)}
+         SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
          FROM ${s}.messages m JOIN chain c ON m.id = c.parent_id WHERE c.depth > $2)
-       SELECT ${MESSAGE_COLUMNS} FROM chain WHERE depth BETWEEN $2 AND $3 ORDER BY depth`,
+       SELECT ${MESSAGE.columns} FROM chain WHERE depth BETWEEN $2 AND $3 ORDER BY depth`,
       [headId, minDepth, maxDepth],
     );
-    return rows.map(toMessage);
+    return rows.map(MESSAGE.decode);
   }
 
   // ---------------------------------------------------------------- branches
@@ -249,42 +241,30 @@ export class PostgresSession implements DriverSession {
   insertBranch(b: Omit<Branch, 'seq' | 'isActive'>): Promise<Branch | null> {
     return this.#one(
       `INSERT INTO ${this.#s}.branches (id, thread_id, name, head_message_id, is_active, created_at, fork_message_id, parent_branch_id)
-       VALUES ($1, $2, $3, $4, false, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING ${BRANCH_COLUMNS}`,
+       VALUES ($1, $2, $3, $4, false, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING ${BRANCH.columns}`,
       [b.id, b.threadId, b.name, b.headMessageId, b.createdAt, b.forkMessageId, b.parentBranchId],
-      toBranch,
+      BRANCH.decode,
     );
   }
 
   getBranchById(id: string): Promise<Branch | null> {
-    return this.#one(
-      `SELECT ${BRANCH_COLUMNS} FROM ${this.#s}.branches WHERE id = $1`,
-      [id],
-      toBranch,
-    );
+    return this.#find(BRANCH, 'branches', 'id = $1', [id]);
   }
 
   getBranch(threadId: string, name: string): Promise<Branch | null> {
-    return this.#one(
-      `SELECT ${BRANCH_COLUMNS} FROM ${this.#s}.branches WHERE thread_id = $1 AND name = $2`,
-      [threadId, name],
-      toBranch,
-    );
+    return this.#find(BRANCH, 'branches', 'thread_id = $1 AND name = $2', [threadId, name]);
   }
 
   async listBranches(threadId: string): Promise<Branch[]> {
     const rows = await this.#rows(
-      `SELECT ${BRANCH_COLUMNS} FROM ${this.#s}.branches WHERE thread_id = $1 ORDER BY seq`,
+      `SELECT ${BRANCH.columns} FROM ${this.#s}.branches WHERE thread_id = $1 ORDER BY seq`,
       [threadId],
     );
-    return rows.map(toBranch);
+    return rows.map(BRANCH.decode);
   }
 
   getActiveBranch(threadId: string): Promise<Branch | null> {
-    return this.#one(
-      `SELECT ${BRANCH_COLUMNS} FROM ${this.#s}.branches WHERE thread_id = $1 AND is_active`,
-      [threadId],
-      toBranch,
-    );
+    return this.#find(BRANCH, 'branches', 'thread_id = $1 AND is_active', [threadId]);
   }
 
   async setActiveBranch(threadId: string, branchId: string): Promise<Branch | null> {
@@ -297,9 +277,9 @@ export class PostgresSession implements DriverSession {
       [threadId, branchId],
     );
     return this.#one(
-      `UPDATE ${s}.branches SET is_active = true WHERE id = $1 AND thread_id = $2 RETURNING ${BRANCH_COLUMNS}`,
+      `UPDATE ${s}.branches SET is_active = true WHERE id = $1 AND thread_id = $2 RETURNING ${BRANCH.columns}`,
       [branchId, threadId],
-      toBranch,
+      BRANCH.decode,
     );
   }
 
@@ -309,9 +289,9 @@ export class PostgresSession implements DriverSession {
       `UPDATE ${s}.branches b SET head_message_id = $3
        WHERE b.id = $1 AND b.head_message_id IS NOT DISTINCT FROM $2::text
          AND EXISTS (SELECT 1 FROM ${s}.messages m WHERE m.id = $3 AND m.thread_id = b.thread_id)
-       RETURNING ${prefixed('b', BRANCH_COLUMNS)}`,
+       RETURNING ${BRANCH.columns}`,
       [branchId, expectedHeadId, newHeadId],
-      toBranch,
+      BRANCH.decode,
     );
   }
 
@@ -321,26 +301,22 @@ export class PostgresSession implements DriverSession {
     return (await this.#one(
       `INSERT INTO ${this.#s}.checkpoints (id, thread_id, name, message_id, created_at) VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT (thread_id, name) DO UPDATE SET message_id = EXCLUDED.message_id
-       RETURNING ${CHECKPOINT_COLUMNS}`,
+       RETURNING ${CHECKPOINT.columns}`,
       [c.id, c.threadId, c.name, c.messageId, c.createdAt],
-      toCheckpoint,
+      CHECKPOINT.decode,
     ))!;
   }
 
   getCheckpoint(threadId: string, name: string): Promise<Checkpoint | null> {
-    return this.#one(
-      `SELECT ${CHECKPOINT_COLUMNS} FROM ${this.#s}.checkpoints WHERE thread_id = $1 AND name = $2`,
-      [threadId, name],
-      toCheckpoint,
-    );
+    return this.#find(CHECKPOINT, 'checkpoints', 'thread_id = $1 AND name = $2', [threadId, name]);
   }
 
   async listCheckpoints(threadId: string): Promise<Checkpoint[]> {
     const rows = await this.#rows(
-      `SELECT ${CHECKPOINT_COLUMNS} FROM ${this.#s}.checkpoints WHERE thread_id = $1 ORDER BY seq`,
+      `SELECT ${CHECKPOINT.columns} FROM ${this.#s}.checkpoints WHERE thread_id = $1 ORDER BY seq`,
       [threadId],
     );
-    return rows.map(toCheckpoint);
+    return rows.map(CHECKPOINT.decode);
   }
 
   async deleteCheckpoint(threadId: string, name: string): Promise<boolean> {
@@ -361,7 +337,7 @@ export class PostgresSession implements DriverSession {
        WHERE b.id = $1 AND ($2::text IS NULL OR m.id IS NOT NULL)
          AND (SELECT COALESCE(max(version), 0) FROM ${s}.state_commits WHERE branch_id = $1) = $3::bigint
        ON CONFLICT (branch_id, version) DO NOTHING
-       RETURNING ${prefixed('i', COMMIT_COLUMNS)}`,
+       RETURNING ${COMMIT.columns}`,
       [
         c.branchId,
         c.messageId,
@@ -370,7 +346,7 @@ export class PostgresSession implements DriverSession {
         c.snapshot === null ? null : JSON.stringify(c.snapshot),
         c.createdAt,
       ],
-      toCommit,
+      COMMIT.decode,
     );
   }
 
@@ -384,22 +360,22 @@ export class PostgresSession implements DriverSession {
 
   async getStateCommits(branchId: string, from: number, to: number): Promise<StateCommit[]> {
     const rows = await this.#rows(
-      `SELECT ${COMMIT_COLUMNS} FROM ${this.#s}.state_commits
+      `SELECT ${COMMIT.columns} FROM ${this.#s}.state_commits
        WHERE branch_id = $1 AND version BETWEEN $2::bigint AND $3::bigint ORDER BY version`,
       [branchId, from, to],
     );
-    return rows.map(toCommit);
+    return rows.map(COMMIT.decode);
   }
 
   getLatestStateCommit(branchId: string, q: LatestCommitConditions): Promise<StateCommit | null> {
     return this.#one(
-      `SELECT ${COMMIT_COLUMNS} FROM ${this.#s}.state_commits
+      `SELECT ${COMMIT.columns} FROM ${this.#s}.state_commits
        WHERE branch_id = $1 AND ($2::bigint IS NULL OR version <= $2::bigint)
          AND (NOT $3 OR snapshot IS NOT NULL)
          AND ($4::bigint IS NULL OR COALESCE(message_depth, -1) <= $4::bigint)
        ORDER BY version DESC LIMIT 1`,
       [branchId, q.maxVersion ?? null, q.withSnapshot === true, q.maxMessageDepth ?? null],
-      toCommit,
+      COMMIT.decode,
     );
   }
 
@@ -407,7 +383,7 @@ export class PostgresSession implements DriverSession {
 
   async putTurn(t: Turn): Promise<void> {
     await this.#q.query(
-      `INSERT INTO ${this.#s}.turns (${TURN_COLUMNS})
+      `INSERT INTO ${this.#s}.turns (${TURN.columns})
        VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, $10)
        ON CONFLICT (id) DO UPDATE SET thread_id = EXCLUDED.thread_id, message_id = EXCLUDED.message_id,
          source = EXCLUDED.source, user_id = EXCLUDED.user_id, status = EXCLUDED.status, state = EXCLUDED.state,
@@ -428,15 +404,15 @@ export class PostgresSession implements DriverSession {
   }
 
   getTurn(id: string): Promise<Turn | null> {
-    return this.#one(`SELECT ${TURN_COLUMNS} FROM ${this.#s}.turns WHERE id = $1`, [id], toTurn);
+    return this.#find(TURN, 'turns', 'id = $1', [id]);
   }
 
   async listTurns(threadId: string, limit: number): Promise<Turn[]> {
     const rows = await this.#rows(
-      `SELECT ${TURN_COLUMNS} FROM ${this.#s}.turns WHERE thread_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2`,
+      `SELECT ${TURN.columns} FROM ${this.#s}.turns WHERE thread_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2`,
       [threadId, limit],
     );
-    return rows.map(toTurn);
+    return rows.map(TURN.decode);
   }
 
   async deleteTurn(id: string): Promise<boolean> {
@@ -453,19 +429,11 @@ export class PostgresSession implements DriverSession {
   // ---------------------------------------------------------------- leases
 
   lockLease(key: string): Promise<Lease | null> {
-    return this.#one(
-      `SELECT ${LEASE_COLUMNS} FROM ${this.#s}.leases WHERE key = $1 FOR UPDATE`,
-      [key],
-      toLease,
-    );
+    return this.#find(LEASE, 'leases', 'key = $1 FOR UPDATE', [key]);
   }
 
   getLease(key: string): Promise<Lease | null> {
-    return this.#one(
-      `SELECT ${LEASE_COLUMNS} FROM ${this.#s}.leases WHERE key = $1`,
-      [key],
-      toLease,
-    );
+    return this.#find(LEASE, 'leases', 'key = $1', [key]);
   }
 
   async putLease(lease: Lease, insert: boolean): Promise<boolean> {
@@ -479,7 +447,7 @@ export class PostgresSession implements DriverSession {
       JSON.stringify(lease.data),
     ];
     const sql = insert
-      ? `INSERT INTO ${this.#s}.leases (${LEASE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (key) DO NOTHING`
+      ? `INSERT INTO ${this.#s}.leases (${LEASE.columns}) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (key) DO NOTHING`
       : `UPDATE ${this.#s}.leases SET owner = $2, acquired_at = $3, renewed_at = $4, expires_at = $5, released_at = $6, data = $7::jsonb WHERE key = $1`;
     return (await this.#count(sql, params)) > 0 || !insert;
   }
@@ -528,11 +496,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getMemory(id: string): Promise<Memory | null> {
-    return this.#one(
-      `SELECT ${MEMORY_COLUMNS} FROM ${this.#s}.memories WHERE id = $1`,
-      [id],
-      toMemory,
-    );
+    return this.#find(MEMORY, 'memories', 'id = $1', [id]);
   }
 
   async replaceMemory(m: Memory): Promise<Memory> {
@@ -540,7 +504,7 @@ export class PostgresSession implements DriverSession {
     return (await this.#one(
       `UPDATE ${this.#s}.memories SET content = $2::jsonb, content_hash = $3, metadata = $4::jsonb,
          embedding = $5::float8[], embedding_norm = $6, search = $7::tsvector, search_len = $8
-       WHERE id = $1 RETURNING ${MEMORY_COLUMNS}`,
+       WHERE id = $1 RETURNING ${MEMORY.columns}, seq`,
       [
         m.id,
         JSON.stringify(m.content),
@@ -551,7 +515,7 @@ export class PostgresSession implements DriverSession {
         indexed.vector,
         indexed.length,
       ],
-      toMemory,
+      MEMORY.decode,
     ))!;
   }
 
@@ -570,11 +534,11 @@ export class PostgresSession implements DriverSession {
     const dir = order === 'oldest' ? 'ASC' : 'DESC';
     const params: unknown[] = [limit];
     const rows = await this.#rows(
-      `SELECT ${MEMORY_COLUMNS} FROM ${this.#s}.memories WHERE ${memoryWhere(filter, params)}
+      `SELECT ${MEMORY.columns}, seq FROM ${this.#s}.memories WHERE ${memoryWhere(filter, params)}
        ORDER BY created_at ${dir}, seq ${dir} LIMIT $1`,
       params,
     );
-    return rows.map(toMemory);
+    return rows.map(MEMORY.decode);
   }
 
   async countMemories(filter: MemoryFilter): Promise<number> {
@@ -614,7 +578,7 @@ export class PostgresSession implements DriverSession {
     const where = memoryWhere(query.filter, params);
     const rows = await this.#rows(
       `SELECT * FROM (
-         SELECT ${MEMORY_COLUMNS},
+         SELECT ${MEMORY.columns}, seq,
            CASE WHEN embedding_norm = 0 OR $2::float8 = 0 THEN 0
                 ELSE (SELECT sum(a * b) FROM unnest(embedding, $1::float8[]) AS t(a, b)) / (embedding_norm * $2::float8) END AS similarity
          FROM ${c.s}.memories WHERE embedding IS NOT NULL AND ${where}) x
@@ -662,7 +626,7 @@ export class PostgresSession implements DriverSession {
          SELECT t.lexeme, ln(1 + (stats.n - d.n + 0.5) / (d.n + 0.5)) AS idf
          FROM unnest($1::text[], $2::tsquery[]) AS t(lexeme, q) CROSS JOIN stats
            CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM ${m}.memories WHERE search @@ t.q) d)
-       SELECT ${MEMORY_COLUMNS},
+       SELECT ${MEMORY.columns}, seq,
          (SELECT sum(terms.idf * tf * ${BM25_K1 + 1} / (tf + ${BM25_K1} * (1 - ${BM25_B} + ${BM25_B} * search_len / stats.avgdl)))
           FROM unnest(search) AS u JOIN terms ON terms.lexeme = u.lexeme,
             LATERAL (SELECT array_length(u.positions, 1)::float8 AS tf) f) AS relevance
@@ -716,7 +680,7 @@ export class PostgresSession implements DriverSession {
   }
 }
 
-const toMemoryRow = (r: Row): MemoryRow => ({ memory: toMemory(r), seq: Number(r.seq) });
+const toMemoryRow = (r: Row): MemoryRow => ({ memory: MEMORY.decode(r), seq: Number(r.seq) });
 
 /**
  * The HNSW candidate query: the admitted rows nearest by the index's own expression
@@ -735,7 +699,7 @@ export function hnswSearchSql(
   const where = memoryWhere(filter, params);
   const distance = `(embedding::${v}.vector(${dims})) OPERATOR(${v}.<=>) ($1::text::${v}.vector(${dims}))`;
   return {
-    text: `SELECT ${MEMORY_COLUMNS}, 1 - ${distance} AS similarity FROM ${s}.memories
+    text: `SELECT ${MEMORY.columns}, seq, 1 - (${distance}) AS similarity FROM ${s}.memories
          WHERE embedding IS NOT NULL AND ${where} ORDER BY ${distance} LIMIT $2`,
     params,
     // Generous: in WASM and on a server alike the scan costs far less than the round

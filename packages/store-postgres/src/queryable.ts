@@ -20,7 +20,6 @@ export interface Queryable {
   exec(text: string): Promise<void>;
 }
 
-/** The parts of a node-postgres `Pool` the store uses. */
 /** A node-postgres query config: a named statement is prepared once per connection. */
 export interface PgQueryConfig {
   name: string;
@@ -29,31 +28,25 @@ export interface PgQueryConfig {
 }
 
 type PgResult = Promise<{ rows: unknown[]; rowCount: number | null }>;
+type NotificationListener = (msg: { channel: string; payload?: string }) => void;
 
-export interface PgPoolLike {
+interface PgQueryable {
   query(text: string, values?: unknown[]): PgResult;
   query(config: PgQueryConfig): PgResult;
+}
+
+/** The parts of a node-postgres `Pool` the store uses. */
+export interface PgPoolLike extends PgQueryable {
   connect(): Promise<PgClientLike & { release(err?: Error | boolean): void }>;
   end(): Promise<void>;
   readonly options?: object;
 }
 
 /** The parts of a node-postgres `Client` (or `PoolClient`) the store uses. */
-export interface PgClientLike {
-  query(text: string, values?: unknown[]): PgResult;
-  query(config: PgQueryConfig): PgResult;
-  on(
-    event: 'notification',
-    listener: (msg: { channel: string; payload?: string }) => void,
-  ): unknown;
-  off?(
-    event: 'notification',
-    listener: (msg: { channel: string; payload?: string }) => void,
-  ): unknown;
-  removeListener?(
-    event: 'notification',
-    listener: (msg: { channel: string; payload?: string }) => void,
-  ): unknown;
+export interface PgClientLike extends PgQueryable {
+  on(event: 'notification', listener: NotificationListener): unknown;
+  off?(event: 'notification', listener: NotificationListener): unknown;
+  removeListener?(event: 'notification', listener: NotificationListener): unknown;
 }
 
 /** The parts of a PGlite instance the store uses. */
@@ -86,10 +79,7 @@ export function sqlState(e: unknown): string | undefined {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
-type Session = {
-  query(text: string, params?: unknown[]): Promise<QueryResult>;
-  exec(text: string): Promise<void>;
-};
+type Session = Pick<Queryable, 'query' | 'exec'>;
 
 const statementNames = new Map<string, string>();
 
@@ -106,11 +96,11 @@ function named(text: string, values: unknown[]): PgQueryConfig {
   return { name, text, values };
 }
 
-function pgSession(client: Pick<PgClientLike, 'query'>): Session {
+function pgSession(client: PgQueryable): Session {
   return {
-    async query(text, params) {
+    async query<R>(text: string, params?: unknown[]) {
       const r = await (params ? client.query(named(text, params)) : client.query(text));
-      return { rows: r.rows as Row[], rowCount: r.rowCount ?? 0 };
+      return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
     },
     async exec(text) {
       await client.query(text);
@@ -120,8 +110,8 @@ function pgSession(client: Pick<PgClientLike, 'query'>): Session {
 
 function pgliteSession(db: PGliteLike): Session {
   return {
-    async query(text, params) {
-      const r = await db.query<Row>(text, params);
+    async query<R>(text: string, params?: unknown[]) {
+      const r = await db.query<R>(text, params);
       return { rows: r.rows, rowCount: Math.max(r.rows.length, r.affectedRows ?? 0) };
     },
     async exec(text) {
@@ -131,35 +121,22 @@ function pgliteSession(db: PGliteLike): Session {
 }
 
 /** A queryable bound to one connection that is inside a transaction (depth > 0 = savepoints). */
-class InTransaction implements Queryable {
-  #session: Session;
-  #depth: number;
-
-  constructor(session: Session, depth: number) {
-    this.#session = session;
-    this.#depth = depth;
-  }
-
-  query<R = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
-    return this.#session.query(text, params) as Promise<QueryResult<R>>;
-  }
-
-  exec(text: string): Promise<void> {
-    return this.#session.exec(text);
-  }
-
-  async transaction<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
-    const name = `cairn_sp_${this.#depth}`;
-    await this.#session.exec(`SAVEPOINT ${name}`);
-    try {
-      const result = await fn(new InTransaction(this.#session, this.#depth + 1));
-      await this.#session.exec(`RELEASE SAVEPOINT ${name}`);
-      return result;
-    } catch (e) {
-      await this.#session.exec(`ROLLBACK TO SAVEPOINT ${name}`);
-      throw e;
-    }
-  }
+function inTransaction(session: Session, depth = 0): Queryable {
+  return {
+    ...session,
+    async transaction(fn) {
+      const name = `cairn_sp_${depth}`;
+      await session.exec(`SAVEPOINT ${name}`);
+      try {
+        const result = await fn(inTransaction(session, depth + 1));
+        await session.exec(`RELEASE SAVEPOINT ${name}`);
+        return result;
+      } catch (e) {
+        await session.exec(`ROLLBACK TO SAVEPOINT ${name}`);
+        throw e;
+      }
+    },
+  };
 }
 
 /** Thrown-through marker: the connection could not roll back and must not be reused. */
@@ -169,7 +146,7 @@ async function runTransaction<T>(session: Session, fn: (q: Queryable) => Promise
   await session.exec('BEGIN');
   let result: T;
   try {
-    result = await fn(new InTransaction(session, 0));
+    result = await fn(inTransaction(session));
   } catch (e) {
     try {
       await session.exec('ROLLBACK');
@@ -184,11 +161,8 @@ async function runTransaction<T>(session: Session, fn: (q: Queryable) => Promise
 
 /** A pool: each transaction borrows a connection of its own. */
 export function poolQueryable(pool: PgPoolLike): Queryable {
-  const session = pgSession(pool);
   return {
-    query: <R>(text: string, params?: unknown[]) =>
-      session.query(text, params) as Promise<QueryResult<R>>,
-    exec: (text) => session.exec(text),
+    ...pgSession(pool),
     async transaction(fn) {
       const client = await pool.connect();
       try {
@@ -217,22 +191,15 @@ const connectionLocks = new WeakMap<object, AsyncLock>();
  */
 export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
   if (isPGlite(client)) {
-    const session = pgliteSession(client);
     return {
-      query: <R>(text: string, params?: unknown[]) =>
-        session.query(text, params) as Promise<QueryResult<R>>,
-      exec: (text) => session.exec(text),
+      ...pgliteSession(client),
       transaction: (fn) =>
-        client.transaction((tx) => fn(new InTransaction(pgliteSession(tx as PGliteLike), 0))),
+        client.transaction((tx) => fn(inTransaction(pgliteSession(tx as PGliteLike)))),
     };
   }
   const session = pgSession(client);
-  let lock = connectionLocks.get(client);
-  if (!lock) {
-    lock = new AsyncLock();
-    connectionLocks.set(client, lock);
-  }
-  const turn = lock;
+  const turn = connectionLocks.get(client) ?? new AsyncLock();
+  connectionLocks.set(client, turn);
   return {
     query<R>(text: string, params?: unknown[]) {
       return turn.run(() => session.query(text, params)) as Promise<QueryResult<R>>;
