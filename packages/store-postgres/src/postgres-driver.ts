@@ -75,7 +75,7 @@ export class PostgresDriver implements Driver {
 
   async migrate(): Promise<void> {
     const support = await migrate(this.#c.db, this.#c.schema, this.#c.tryVector);
-    this.#context.vector = support;
+    this.#context.vector = this.#c.tryVector ? support : null;
     this.#context.indexedWidth = null;
   }
 
