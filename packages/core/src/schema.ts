@@ -124,6 +124,10 @@ export type TurnUpdateOf<S extends StateSchema<any>> =
  */
 export function defineState<F extends Fields>(fields: F): StateSchema<F> {
   for (const [name, def] of Object.entries(fields)) {
+    // A state is a plain object: assigning "__proto__" would replace its prototype.
+    if (name === '__proto__') {
+      throw new CairnError('INVALID_ARGUMENT', 'a state field cannot be named "__proto__"');
+    }
     if (typeof def !== 'object' || def === null || typeof def.reducer !== 'function') {
       throw new CairnError('INVALID_ARGUMENT', `state field "${name}" must be made with field()`);
     }
@@ -183,7 +187,8 @@ export function applyUpdate<S extends StateSchema<any>>(
   for (const name of Object.keys(update)) {
     const value = (update as Record<string, unknown>)[name];
     if (value === undefined) continue;
-    const def = (schema.fields as Fields)[name];
+    // Own fields only: "constructor" or "toString" must not find Object.prototype's.
+    const def = Object.hasOwn(schema.fields, name) ? (schema.fields as Fields)[name] : undefined;
     if (!def) {
       throw new CairnError('INVALID_UPDATE', `unknown state field "${name}"`, {
         details: { field: name },
@@ -202,7 +207,7 @@ export function applyUpdate<S extends StateSchema<any>>(
         details: { field: name, path: bad.path },
       });
     }
-    const before = current[name];
+    const before = Object.hasOwn(current, name) ? current[name] : undefined;
     let after = def.reducer(before, value);
     if (def.schema) after = validate(def.schema, after, name);
     if (after === before || jsonEqual(after as JsonValue, before)) continue;

@@ -141,6 +141,38 @@ describe('applyUpdate', () => {
     ).toEqual(['f']);
   });
 
+  it('rejects a field named like an Object.prototype member as unknown, naming it', () => {
+    const parsed = JSON.parse('{"__proto__": {"objective": "x"}}') as never;
+    for (const [name, update] of [
+      ['constructor', { constructor: 1 }],
+      ['toString', { toString: 'x' }],
+      ['hasOwnProperty', { hasOwnProperty: true }],
+      ['__proto__', parsed],
+    ] as const) {
+      try {
+        applyUpdate(Research, s0, update as never);
+        expect.unreachable();
+      } catch (e) {
+        expect(isCairnError(e, 'INVALID_UPDATE')).toBe(true);
+        expect((e as CairnError).message).toBe(`unknown state field "${name}"`);
+        expect((e as CairnError).details).toEqual({ field: name });
+      }
+    }
+  });
+
+  it('a field may be named "constructor" or "toString"; "__proto__" is refused', () => {
+    const Odd = defineState({
+      constructor: field<number>({ reducer: (a, b) => (a ?? 0) + (b ?? 0) }),
+      toString: field<string>(),
+    });
+    const { state, changed } = applyUpdate(Odd, Odd.initial(), { constructor: 2, toString: 's' });
+    expect(changed).toEqual(['constructor', 'toString']);
+    const next = applyUpdate(Odd, state, { constructor: 3, toString: 's' });
+    expect(next.changed).toEqual(['constructor']);
+    expect(next.state).toEqual({ constructor: 5, toString: 's' });
+    expect(codeOf(() => defineState({ ['__proto__']: field() }))).toBe('INVALID_ARGUMENT');
+  });
+
   it('rejects an update that is not an object', () => {
     expect(codeOf(() => applyUpdate(Research, s0, null as never))).toBe('INVALID_UPDATE');
     expect(codeOf(() => applyUpdate(Research, s0, [] as never))).toBe('INVALID_UPDATE');

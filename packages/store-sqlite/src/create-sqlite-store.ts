@@ -1,10 +1,9 @@
-import { CairnError } from '@cairn/core';
+import { invalidArgument } from '@cairn/core';
 import type { Store } from '@cairn/store';
-import Database from 'better-sqlite3';
-import * as sqliteVec from 'sqlite-vec';
-import { readSchemaVersion, runMigrations, SCHEMA_VERSION, schemaTooNew } from './migrations.js';
+import { createStore } from '@cairn/store/adapter';
+import { connect } from './connection.js';
 import type { SqliteDatabase } from './sqlite-driver.js';
-import { RootRunner, Shared, SqliteStoreView } from './sqlite-store.js';
+import { SqliteDriver } from './sqlite-store.js';
 
 /** Where the store keeps its data: a file path (`:memory:` allowed) or an open database. */
 export type SqliteStoreSource =
@@ -23,15 +22,20 @@ export interface SqliteStoreOptions {
    * commits may be lost on power failure. `FULL`: every commit is on disk when it returns.
    */
   synchronous?: 'NORMAL' | 'FULL';
-  /** How long a write waits for another process's lock before failing with TIMEOUT. Default 5000. */
+  /**
+   * How long a call waits for another process's lock before failing with TIMEOUT. Default
+   * 5000. The wait yields to the event loop (retries on timers), except while the store
+   * opens a file another process is migrating.
+   */
   busyTimeoutMs?: number;
 }
 
 /**
- * Opens a Cairn store on SQLite (better-sqlite3): WAL, foreign keys, a busy timeout,
+ * Opens a Cairn store on SQLite (better-sqlite3): WAL, foreign keys, lock waits on timers,
  * recursive-CTE chains, FTS5 keyword search and sqlite-vec vector search. The schema is
  * migrated on open; a file written by a newer version fails with `SCHEMA_TOO_NEW` and is
- * left untouched. Several processes may share one file.
+ * left untouched. Several processes may share one file; stores of one process on one
+ * file share one connection.
  *
  * @example
  * ```ts
@@ -48,70 +52,24 @@ export function createSqliteStore(
   source: SqliteStoreSource,
   options: SqliteStoreOptions = {},
 ): Store {
-  if (typeof source !== 'object' || source === null) {
-    throw new CairnError('INVALID_ARGUMENT', 'createSqliteStore expects { path } or { database }');
-  }
-  const synchronous = options.synchronous ?? 'NORMAL';
+  const { synchronous = 'NORMAL', busyTimeoutMs = 5000 } = options;
   if (synchronous !== 'NORMAL' && synchronous !== 'FULL') {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
-      `synchronous must be NORMAL or FULL, got ${JSON.stringify(synchronous)}`,
-    );
+    throw invalidArgument(`synchronous must be NORMAL or FULL, got ${JSON.stringify(synchronous)}`);
   }
-  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
+    throw invalidArgument(
       `busyTimeoutMs must be an integer >= 0, got ${JSON.stringify(busyTimeoutMs)}`,
     );
   }
-  let db: SqliteDatabase;
-  let owns: boolean;
-  if ('database' in source) {
-    db = source.database;
-    owns = false;
-    if (!db || typeof db.prepare !== 'function' || !db.open) {
-      throw new CairnError(
-        'INVALID_ARGUMENT',
-        'createSqliteStore: `database` must be an open better-sqlite3 Database',
-      );
-    }
-  } else {
-    if (typeof source.path !== 'string' || source.path.length === 0) {
-      throw new CairnError(
-        'INVALID_ARGUMENT',
-        `createSqliteStore: path must be a non-empty string, got ${JSON.stringify(source.path)}`,
-      );
-    }
-    db = new Database(source.path, { timeout: busyTimeoutMs }) as unknown as SqliteDatabase;
-    owns = true;
+  const valid =
+    typeof source === 'object' && source !== null && 'database' in source
+      ? typeof source.database?.prepare === 'function' && source.database.open
+      : typeof source?.path === 'string' && source.path.length > 0;
+  if (!valid) {
+    throw invalidArgument(
+      'createSqliteStore expects { path } (a non-empty string) or { database } (an open better-sqlite3 Database)',
+    );
   }
-  try {
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    // Before anything that could write (even switching to WAL): a newer file stays as it was.
-    const found = readSchemaVersion(db);
-    if (found > SCHEMA_VERSION) throw schemaTooNew(found);
-    sqliteVec.load(db);
-    if (!db.memory) db.pragma('journal_mode = WAL');
-    db.pragma('foreign_keys = ON');
-    db.pragma(`synchronous = ${synchronous}`);
-    if (owns && !db.memory) {
-      // Vector search scans the embeddings; reading them through a memory map and a
-      // larger page cache halves its time. Only for a connection the store opened itself.
-      db.pragma(`mmap_size = ${256 * 1024 * 1024}`);
-      db.pragma('cache_size = -32768');
-    }
-    runMigrations(db);
-  } catch (e) {
-    if (owns && db.open) db.close();
-    throw e;
-  }
-  const durable = !db.memory;
-  const shared = new Shared(db, owns, {
-    vectorSearch: 'exact',
-    notifications: 'process',
-    multiProcess: durable,
-    durable,
-  });
-  return new SqliteStoreView(shared, new RootRunner(shared));
+  const conn = connect(source, { synchronous, openTimeoutMs: busyTimeoutMs });
+  return createStore(new SqliteDriver(conn, busyTimeoutMs));
 }

@@ -59,16 +59,6 @@ export function memoryFilterSql(filter: MemoryFilter): SqlFragment {
   return { sql: where.length === 0 ? '1' : where.join(' AND '), params };
 }
 
-/**
- * An FTS5 query matching any of the words: each word quoted (so no user text is read as
- * FTS5 syntax), joined by OR. Null when the text has no words.
- */
-export function ftsAnyWordQuery(tokens: readonly string[]): string | null {
-  const unique = [...new Set(tokens)];
-  if (unique.length === 0) return null;
-  return unique.map((t) => `"${t.replaceAll('"', '""')}"`).join(' OR ');
-}
-
 /** The memory columns, in the order `memoryFromRow` reads them. */
 export const MEMORY_COLUMNS =
   'm.id, m.type, m.agent_id, m.entity_id, m.room_id, m.world_id, m.scope, m.content, m.metadata, m.content_hash, m.embedding, m.created_at';
@@ -85,32 +75,25 @@ export function memoryFromRow(r: unknown[]): Memory {
     content: JSON.parse(r[7] as string),
     metadata: JSON.parse(r[8] as string),
     contentHash: r[9] as string,
-    embedding: r[10] == null ? null : decodeF32(r[10] as Uint8Array),
+    embedding: r[10] == null ? null : decodeVector(r[10] as Uint8Array),
     createdAt: r[11] as number,
   };
 }
 
-/** A vector as sqlite-vec's float32 blob. */
-export function encodeF32(vector: readonly number[]): Buffer {
-  const f = Float32Array.from(vector);
+type VectorArray = Float32ArrayConstructor | Float64ArrayConstructor;
+
+/**
+ * A vector as a blob: float32 (sqlite-vec's format) by default; cached embeddings keep
+ * full precision in float64, since they are the embedder's output, verbatim.
+ */
+export function encodeVector(vector: readonly number[], type: VectorArray = Float32Array): Buffer {
+  const f = type.from(vector);
   return Buffer.from(f.buffer, f.byteOffset, f.byteLength);
 }
 
-export function decodeF32(blob: Uint8Array): number[] {
-  // Copy: a blob's offset in its buffer need not be 4-byte aligned.
-  const f = new Float32Array(blob.byteLength / 4);
-  new Uint8Array(f.buffer).set(blob);
-  return Array.from(f);
-}
-
-/** Cached embeddings keep full precision: they are the embedder's output, verbatim. */
-export function encodeF64(vector: readonly number[]): Buffer {
-  const f = Float64Array.from(vector);
-  return Buffer.from(f.buffer, f.byteOffset, f.byteLength);
-}
-
-export function decodeF64(blob: Uint8Array): number[] {
-  const f = new Float64Array(blob.byteLength / 8);
+export function decodeVector(blob: Uint8Array, type: VectorArray = Float32Array): number[] {
+  // Copy: a blob's offset in its buffer need not be aligned.
+  const f = new type(blob.byteLength / type.BYTES_PER_ELEMENT);
   new Uint8Array(f.buffer).set(blob);
   return Array.from(f);
 }

@@ -59,7 +59,7 @@ describe('a 150,000-message chain', () => {
     );
     const nearRoot = await store.getChain(head, { limit: 50, beforeDepth: 20 });
     expect(nearRoot.map((m) => m.id)).toEqual(ids.slice(0, 20));
-  });
+  }, 60_000);
 
   it('reads the last 50 without walking the rest: a hole further down does not touch them', async () => {
     const head = ids[LENGTH - 1]!;
@@ -86,5 +86,5 @@ describe('a 150,000-message chain', () => {
       ).run(row);
     }
     expect(await store.getChain(head)).toHaveLength(LENGTH);
-  });
+  }, 60_000);
 });

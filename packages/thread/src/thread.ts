@@ -1,14 +1,17 @@
 import {
   applyUpdate,
-  assertJson,
   type Branch,
   CairnError,
   type Checkpoint,
+  conflict,
+  defineState,
+  invalidArgument,
   isCairnError,
   type JsonObject,
   type JsonValue,
   type Message,
   newId,
+  notFound,
   type StateOf,
   type StateSchema,
   type Thread as ThreadRecord,
@@ -17,9 +20,11 @@ import {
   type Timestamp,
   type UpdateOf,
 } from '@cairn/core';
-import type { NewMessage, Store, StoreChange } from '@cairn/store';
+import { type NewMessage, normalizeNewMessages, type Store, type StoreChange } from '@cairn/store';
 import { forkBranchNumber } from './branch-names.js';
 import type { ThreadEvent, ThreadListener } from './events.js';
+import { SerialQueue } from './queue.js';
+import { retryOnConflict } from './retry.js';
 import { acquireRunLease, type RunRecord, runKey, runRecord, type ThreadRun } from './run.js';
 import {
   initialLoaded,
@@ -56,9 +61,16 @@ export interface PendingMessage {
   readonly callerId: boolean;
 }
 
-export interface OpenThreadOptions<S extends StateSchema<any>> {
-  /** The state schema; `thread.state` holds its thread-scoped fields. */
-  schema: S;
+/** The schema of a thread opened without one: no state fields, plain history. */
+const NO_STATE = defineState({});
+type NoState = typeof NO_STATE;
+
+export interface OpenThreadOptions<S extends StateSchema<any> = NoState> {
+  /**
+   * The state schema; `thread.state` holds its thread-scoped fields. Without one the
+   * thread has messages, branches, checkpoints and runs, and no state fields.
+   */
+  schema?: S;
   /** Opens this thread, creating it (with this id) when it does not exist. A new thread when omitted. */
   threadId?: string;
   /** Used when the thread is created. */
@@ -71,7 +83,10 @@ export interface OpenThreadOptions<S extends StateSchema<any>> {
   turnRetentionMs?: number;
   /** When a state commit also stores a full snapshot. */
   snapshotPolicy?: SnapshotPolicy;
-  /** Attempts after a version or head conflict before `CONFLICT` is thrown. Default 50. */
+  /**
+   * Attempts after a conflict with another writer (a head or state version moved, a
+   * branch name taken) before `CONFLICT` is thrown. Default 50.
+   */
   maxRetries?: number;
 }
 
@@ -81,10 +96,7 @@ export interface SaveOptions {
 }
 
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
-const MAX_NAME_TRIES = 1000;
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const backoff = (attempt: number) => sleep(Math.random() * Math.min(50, 2 ** Math.min(attempt, 6)));
+const DEFAULT_MAX_RETRIES = 50;
 
 /**
  * Opens a thread (creating it, and its `main` branch, when needed) and returns its engine.
@@ -101,82 +113,81 @@ const backoff = (attempt: number) => sleep(Math.random() * Math.min(50, 2 ** Mat
  * await thread.update({ keyInsights: ['stacked stones mark a trail'] });
  * ```
  */
-export async function openThread<S extends StateSchema<any>>(
+export async function openThread<S extends StateSchema<any> = NoState>(
   store: Store,
-  options: OpenThreadOptions<S>,
+  options: OpenThreadOptions<S> = {},
 ): Promise<CairnThread<S>> {
-  if (
-    typeof options !== 'object' ||
-    options === null ||
-    typeof options.schema?.initial !== 'function'
-  ) {
-    throw new CairnError('INVALID_ARGUMENT', 'openThread needs { schema } made with defineState');
+  if (typeof options !== 'object' || options === null) {
+    throw invalidArgument('openThread options must be an object');
+  }
+  if (options.schema !== undefined && typeof options.schema?.initial !== 'function') {
+    throw invalidArgument('openThread: schema must be made with defineState');
   }
   if (
     options.turnRetentionMs !== undefined &&
     !(Number.isFinite(options.turnRetentionMs) && options.turnRetentionMs >= 0)
   ) {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
+    throw invalidArgument(
       `turnRetentionMs must be a number >= 0, got ${String(options.turnRetentionMs)}`,
     );
   }
-  let record: ThreadRecord | null =
-    options.threadId === undefined ? null : await store.getThread(options.threadId);
-  if (!record) {
-    try {
-      record = await store.createThread({
-        ...(options.threadId === undefined ? {} : { id: options.threadId }),
+  const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
+  if (!Number.isSafeInteger(maxRetries) || maxRetries < 0) {
+    throw invalidArgument(`maxRetries must be an integer >= 0, got ${String(maxRetries)}`);
+  }
+  const { threadId } = options;
+  // A CONFLICT on create: another engine created this thread at the same moment.
+  const record = await retryOnConflict(
+    async () =>
+      (threadId === undefined ? null : await store.getThread(threadId)) ??
+      store.createThread({
+        ...(threadId === undefined ? {} : { id: threadId }),
         resourceId: options.resourceId ?? null,
         title: options.title ?? null,
-      });
-    } catch (e) {
-      // Another engine created it at the same moment.
-      if (!isCairnError(e, 'CONFLICT') || options.threadId === undefined) throw e;
-      record = await store.getThread(options.threadId);
-      if (!record) throw e;
-    }
-  }
-  const branch = await openBranch(store, record.id, options.branch);
+      }),
+    { attempts: maxRetries + 1 },
+  );
+  const branch = await openBranch(store, record.id, options.branch, maxRetries + 1);
   const thread = new CairnThread<S>(store, record, options, branch);
   await thread.load();
   return thread;
 }
 
-async function openBranch(
+/** The named branch, or the active one; a thread with no branch gets one (`main` by default). */
+function openBranch(
   store: Store,
   threadId: string,
   name: string | undefined,
+  attempts: number,
 ): Promise<Branch> {
-  for (let attempt = 0; attempt < 5; attempt++) {
-    if (name !== undefined) {
-      const b = await store.getBranch(threadId, name);
-      if (b) return b.isActive ? b : store.setActiveBranch(b.id);
-      if ((await store.listBranches(threadId)).length > 0) {
-        throw new CairnError(
-          'NOT_FOUND',
-          `thread ${threadId} has no branch named ${JSON.stringify(name)}`,
-          {
-            details: { threadId, branch: name },
-          },
-        );
+  // A CONFLICT: another engine created the branch (or activated another) meanwhile.
+  return retryOnConflict(
+    async () => {
+      if (name !== undefined) {
+        const b = await store.getBranch(threadId, name);
+        if (b) return b.isActive ? b : store.setActiveBranch(b.id);
+        if ((await store.listBranches(threadId)).length > 0) {
+          throw new CairnError(
+            'NOT_FOUND',
+            `thread ${threadId} has no branch named ${JSON.stringify(name)}`,
+            {
+              details: { threadId, branch: name },
+            },
+          );
+        }
+      } else {
+        const active = await store.getActiveBranch(threadId);
+        if (active) return active;
       }
-    } else {
-      const active = await store.getActiveBranch(threadId);
-      if (active) return active;
-    }
-    try {
-      return await store.createBranch({
+      return store.createBranch({
         threadId,
         name: name ?? 'main',
         headMessageId: null,
         activate: true,
       });
-    } catch (e) {
-      if (!isCairnError(e, 'CONFLICT')) throw e;
-    }
-  }
-  throw new CairnError('CONFLICT', `could not open a branch of thread ${threadId}`);
+    },
+    { attempts },
+  );
 }
 
 /**
@@ -199,26 +210,26 @@ export class CairnThread<S extends StateSchema<any>> {
   readonly #record: ThreadRecord;
   readonly #retentionMs: number;
   readonly #policy: ResolvedSnapshotPolicy;
-  readonly #maxRetries: number;
+  /** Attempts of an operation that conflicts with other writers, the first included. */
+  readonly #attempts: number;
   readonly #listeners = new Set<ThreadListener>();
+  /** Every call that writes or refreshes what this engine holds runs through it, in order. */
+  readonly #queue = new SerialQueue();
   #branch: Branch;
   #pending: PendingMessage[] = [];
   #loaded: LoadedState;
-  #tail: Promise<unknown> = Promise.resolve();
   #unsubscribe: (() => void) | null = null;
   #closed = false;
   #ownWrites = 0;
-  #headRefreshQueued = false;
-  #stateRefreshQueued = false;
 
   /** @internal — use `openThread`. */
   constructor(store: Store, record: ThreadRecord, options: OpenThreadOptions<S>, branch: Branch) {
     this.#store = store;
-    this.#schema = options.schema;
+    this.#schema = options.schema ?? (NO_STATE as unknown as S);
     this.#record = record;
     this.#retentionMs = options.turnRetentionMs ?? DEFAULT_RETENTION_MS;
     this.#policy = resolveSnapshotPolicy(options.snapshotPolicy);
-    this.#maxRetries = options.maxRetries ?? 50;
+    this.#attempts = (options.maxRetries ?? DEFAULT_MAX_RETRIES) + 1;
     this.#branch = branch;
     this.#loaded = initialLoaded(this.#initial());
   }
@@ -350,45 +361,39 @@ export class CairnThread<S extends StateSchema<any>> {
 
   // ------------------------------------------------------------------ messages
 
-  /** Adds messages to the pending list (validated now, stored by `save()`). */
+  /**
+   * Adds messages to the pending list, stored by `save()`. Checked now, by the same rules
+   * the store applies when saving (`INVALID_ARGUMENT`, or `CONFLICT` for an id given
+   * twice), so a message `save()` would refuse never becomes pending.
+   */
   add(message: MessageInput | MessageInput[]): PendingMessage[] {
     this.#assertOpen();
-    const list = Array.isArray(message) ? message : [message];
-    const added: PendingMessage[] = list.map((m, i) => {
-      const label = `message ${i}`;
-      if (typeof m !== 'object' || m === null)
-        throw new CairnError('INVALID_ARGUMENT', `${label} must be an object`);
-      if (typeof m.role !== 'string' || m.role.length === 0) {
-        throw new CairnError(
-          'INVALID_ARGUMENT',
-          `${label}: role must be a non-empty string, got ${JSON.stringify(m.role)}`,
-        );
+    const list: unknown[] = Array.isArray(message) ? message : [message];
+    const threadId = this.#record.id;
+    const checked = normalizeNewMessages(
+      list.map((m) =>
+        typeof m === 'object' && m !== null
+          ? ({ ...m, threadId, parentId: null } as NewMessage)
+          : (m as NewMessage),
+      ),
+      Date.now(),
+    );
+    const pendingIds = new Set(this.#pending.map((p) => p.id));
+    const added = checked.map((m, i): PendingMessage => {
+      const input = list[i] as MessageInput;
+      if (pendingIds.has(m.id)) {
+        throw conflict(`message id ${JSON.stringify(m.id)} is already pending`, { id: m.id });
       }
-      if (m.id !== undefined && (typeof m.id !== 'string' || m.id.length === 0)) {
-        throw new CairnError('INVALID_ARGUMENT', `${label}: id must be a non-empty string`);
-      }
-      if (m.type !== undefined && m.type !== null && typeof m.type !== 'string') {
-        throw new CairnError('INVALID_ARGUMENT', `${label}: type must be a string or null`);
-      }
-      if (m.data === undefined)
-        throw new CairnError('INVALID_ARGUMENT', `${label}: data is required`);
-      assertJson(m.data, `${label}.data`);
       const p: PendingMessage = {
-        id: m.id ?? newId(),
+        id: m.id,
         role: m.role,
-        type: m.type ?? null,
+        type: m.type,
         data: m.data,
-        callerId: m.id !== undefined,
+        callerId: input.id !== undefined,
       };
-      if (m.createdAt !== undefined) p.createdAt = m.createdAt;
+      if (input.createdAt !== undefined) p.createdAt = m.createdAt;
       return p;
     });
-    const ids = new Set(this.#pending.map((p) => p.id));
-    for (const p of added) {
-      if (ids.has(p.id))
-        throw new CairnError('INVALID_ARGUMENT', `message id ${p.id} is already pending`);
-      ids.add(p.id);
-    }
     this.#pending.push(...added);
     return added.map((p) => ({ ...p }));
   }
@@ -452,11 +457,12 @@ export class CairnThread<S extends StateSchema<any>> {
         return m;
       });
     let head = this.#branch.headMessageId;
-    for (let attempt = 0; ; attempt++) {
-      const chain = chainOf(head);
-      let headConflict = false;
-      try {
-        const stored = await this.#write(() =>
+    let headConflict = false;
+    const stored = await retryOnConflict(
+      () => {
+        headConflict = false;
+        const chain = chainOf(head);
+        return this.#write(() =>
           this.#store.transaction(async (tx) => {
             const saved = await tx.addMessages(chain);
             try {
@@ -468,40 +474,45 @@ export class CairnThread<S extends StateSchema<any>> {
             }
           }),
         );
-        this.#pending = this.#pending.filter((p) => !batchIds.has(p.id));
-        this.#branch = { ...stored.moved, isActive: this.#branch.isActive };
-        this.#emit({
-          kind: 'messages',
-          threadId: this.#record.id,
-          branchId: this.#branch.id,
-          headMessageId: this.#branch.headMessageId,
-          messages: stored.saved,
-          source: 'local',
-        });
-        return stored.saved;
-      } catch (e) {
-        if (!headConflict) throw e;
-        const fresh = await this.#store.getBranchById(this.#branch.id);
-        if (!fresh) throw new CairnError('NOT_FOUND', `branch ${this.#branch.id} was deleted`);
-        if (options.onConflict === 'fail' || attempt >= this.#maxRetries) {
-          this.#setHead(fresh);
-          throw new CairnError(
-            'CONFLICT',
-            `branch ${JSON.stringify(this.#branch.name)} moved to ${fresh.headMessageId} while saving`,
-            {
-              cause: e,
-              details: {
-                branchId: fresh.id,
-                expectedHeadId: head,
-                headMessageId: fresh.headMessageId,
+      },
+      {
+        attempts: options.onConflict === 'fail' ? 1 : this.#attempts,
+        backoff: true,
+        // Only a moved head is retried (re-parented onto it); any other CONFLICT is the caller's.
+        onConflict: async (e, { final }) => {
+          if (!headConflict) throw e;
+          const fresh = await this.#store.getBranchById(this.#branch.id);
+          if (!fresh) throw notFound('branch', this.#branch.id);
+          if (final) {
+            this.#setHead(fresh);
+            throw new CairnError(
+              'CONFLICT',
+              `branch ${JSON.stringify(fresh.name)} moved to ${fresh.headMessageId} while saving`,
+              {
+                cause: e,
+                details: {
+                  branchId: fresh.id,
+                  expectedHeadId: head,
+                  headMessageId: fresh.headMessageId,
+                },
               },
-            },
-          );
-        }
-        head = fresh.headMessageId;
-        await backoff(attempt);
-      }
-    }
+            );
+          }
+          head = fresh.headMessageId;
+        },
+      },
+    );
+    this.#pending = this.#pending.filter((p) => !batchIds.has(p.id));
+    this.#branch = { ...stored.moved, isActive: this.#branch.isActive };
+    this.#emit({
+      kind: 'messages',
+      threadId: this.#record.id,
+      branchId: this.#branch.id,
+      headMessageId: this.#branch.headMessageId,
+      messages: stored.saved,
+      source: 'local',
+    });
+    return stored.saved;
   }
 
   // ------------------------------------------------------------------ branches
@@ -622,65 +633,62 @@ export class CairnThread<S extends StateSchema<any>> {
     if (typeof update !== 'object' || update === null || Array.isArray(update)) {
       throw new CairnError('INVALID_UPDATE', 'a state update must be a plain object of fields');
     }
-    const clean: JsonObject = {};
-    for (const [k, v] of Object.entries(update)) if (v !== undefined) clean[k] = v;
+    // fromEntries keeps every key as data (a "__proto__" too), so applyUpdate can name it.
+    const clean = Object.fromEntries(
+      Object.entries(update).filter(([, v]) => v !== undefined),
+    ) as JsonObject;
     const updateBytes = jsonSize(clean);
-    for (let attempt = 0; ; attempt++) {
-      const base = this.#loaded;
-      const { state, changed } = applyUpdate(
-        this.#schema,
-        base.state as StateOf<S>,
-        clean as UpdateOf<S>,
-        { scope: 'thread' },
-      );
-      if (changed.length === 0) return this.state;
-      const snapshot = wantsSnapshot(this.#policy, base, updateBytes);
-      try {
+    const changed = await retryOnConflict(
+      async () => {
+        const base = this.#loaded;
+        const next = applyUpdate(this.#schema, base.state as StateOf<S>, clean as UpdateOf<S>, {
+          scope: 'thread',
+        });
+        if (next.changed.length === 0) return next.changed;
+        const state = next.state as JsonObject;
+        const snapshot = wantsSnapshot(this.#policy, base, updateBytes);
         await this.#write(() =>
           this.#store.appendStateCommit(
             {
               branchId: this.#branch.id,
               messageId: this.#branch.headMessageId,
               update: clean,
-              snapshot: snapshot ? (state as JsonObject) : null,
+              snapshot: snapshot ? state : null,
             },
             base.version,
           ),
         );
-      } catch (e) {
-        if (!isCairnError(e, 'CONFLICT')) throw e;
-        if (attempt >= this.#maxRetries) {
-          throw new CairnError(
-            'CONFLICT',
-            `state of branch ${JSON.stringify(this.#branch.name)} kept changing: gave up after ${attempt + 1} attempts`,
-            {
-              cause: e,
-              details: { branchId: this.#branch.id, attempts: attempt + 1 },
-            },
-          );
-        }
-        await this.#catchUp();
-        // Another writer may also have moved the head: commit against the one stored.
-        const fresh = await this.#store.getBranchById(this.#branch.id);
-        if (fresh) this.#setHead(fresh);
-        await backoff(attempt);
-        continue;
-      }
-      this.#loaded = snapshot
-        ? {
-            state: state as JsonObject,
-            version: base.version + 1,
-            commitsSinceSnapshot: 0,
-            bytesSinceSnapshot: 0,
-            snapshotBytes: jsonSize(state),
+        this.#loaded = snapshot
+          ? { ...initialLoaded(state), version: base.version + 1 }
+          : {
+              state,
+              version: base.version + 1,
+              commitsSinceSnapshot: base.commitsSinceSnapshot + 1,
+              bytesSinceSnapshot: base.bytesSinceSnapshot + updateBytes,
+              snapshotBytes: base.snapshotBytes,
+            };
+        return next.changed;
+      },
+      {
+        attempts: this.#attempts,
+        backoff: true,
+        // Another writer committed first: re-read its commits and re-apply on top of them.
+        onConflict: async (e, { attempt, final }) => {
+          if (final) {
+            throw new CairnError(
+              'CONFLICT',
+              `state of branch ${JSON.stringify(this.#branch.name)} kept changing: gave up after ${attempt + 1} attempts`,
+              { cause: e, details: { branchId: this.#branch.id, attempts: attempt + 1 } },
+            );
           }
-        : {
-            state: state as JsonObject,
-            version: base.version + 1,
-            commitsSinceSnapshot: base.commitsSinceSnapshot + 1,
-            bytesSinceSnapshot: base.bytesSinceSnapshot + updateBytes,
-            snapshotBytes: base.snapshotBytes,
-          };
+          await this.#catchUp();
+          // Another writer may also have moved the head: commit against the one stored.
+          const fresh = await this.#store.getBranchById(this.#branch.id);
+          if (fresh) this.#setHead(fresh);
+        },
+      },
+    );
+    if (changed.length > 0) {
       this.#emit({
         kind: 'state',
         threadId: this.#record.id,
@@ -689,8 +697,8 @@ export class CairnThread<S extends StateSchema<any>> {
         changed,
         source: 'local',
       });
-      return this.state;
     }
+    return this.state;
   }
 
   // ------------------------------------------------------------------ turns and runs
@@ -739,7 +747,7 @@ export class CairnThread<S extends StateSchema<any>> {
     this.#closed = true;
     this.#unsubscribe?.();
     this.#unsubscribe = null;
-    await this.#tail.catch(() => undefined);
+    await this.#queue.idle();
     this.#listeners.clear();
   }
 
@@ -759,9 +767,7 @@ export class CairnThread<S extends StateSchema<any>> {
     } catch (e) {
       return Promise.reject(e);
     }
-    const result = this.#tail.then(fn);
-    this.#tail = result.catch(() => undefined);
-    return result;
+    return this.#queue.run(fn);
   }
 
   async #write<T>(fn: () => Promise<T>): Promise<T> {
@@ -850,11 +856,13 @@ export class CairnThread<S extends StateSchema<any>> {
     const from = this.#branch;
     const taken = new Set((await this.#store.listBranches(this.#record.id)).map((b) => b.name));
     let k = forkBranchNumber(from.name, [...taken]);
-    for (let tries = 0; tries < MAX_NAME_TRIES; tries++, k++) {
-      const name = `${from.name}-v${k}`;
-      if (taken.has(name)) continue;
-      try {
-        const created = await this.#write(() =>
+    let name = '';
+    // A CONFLICT: another engine took the name meanwhile; the next free number is ours.
+    const created = await retryOnConflict(
+      () => {
+        while (taken.has(`${from.name}-v${k}`)) k++;
+        name = `${from.name}-v${k}`;
+        return this.#write(() =>
           this.#store.transaction(async (tx) => {
             const b = await tx.createBranch({
               threadId: this.#record.id,
@@ -870,64 +878,54 @@ export class CairnThread<S extends StateSchema<any>> {
             return b;
           }),
         );
-        if (options.activate) {
-          this.#branch = created;
-          this.#loaded = {
-            state: forkState,
-            version: 1,
-            commitsSinceSnapshot: 0,
-            bytesSinceSnapshot: 0,
-            snapshotBytes: jsonSize(forkState),
-          };
-          this.#emit({
-            kind: 'branch',
-            threadId: this.#record.id,
-            branchId: created.id,
-            name,
-            action: 'switched',
-            source: 'local',
-          });
-          this.#emit({
-            kind: 'state',
-            threadId: this.#record.id,
-            branchId: created.id,
-            version: 1,
-            changed: [],
-            source: 'local',
-          });
-        } else {
-          this.#emit({
-            kind: 'branch',
-            threadId: this.#record.id,
-            branchId: created.id,
-            name,
-            action: 'created',
-            source: 'local',
-          });
-        }
-        return created;
-      } catch (e) {
-        if (!isCairnError(e, 'CONFLICT')) throw e;
-        taken.add(name);
-      }
-    }
-    throw new CairnError(
-      'CONFLICT',
-      `no free branch name after ${from.name}-v${k - MAX_NAME_TRIES}`,
+      },
+      { attempts: this.#attempts, onConflict: () => taken.add(name) },
     );
+    if (options.activate) {
+      this.#branch = created;
+      this.#loaded = { ...initialLoaded(forkState), version: 1 };
+      this.#emit({
+        kind: 'branch',
+        threadId: this.#record.id,
+        branchId: created.id,
+        name,
+        action: 'switched',
+        source: 'local',
+      });
+      this.#emit({
+        kind: 'state',
+        threadId: this.#record.id,
+        branchId: created.id,
+        version: 1,
+        changed: [],
+        source: 'local',
+      });
+    } else {
+      this.#emit({
+        kind: 'branch',
+        threadId: this.#record.id,
+        branchId: created.id,
+        name,
+        action: 'created',
+        source: 'local',
+      });
+    }
+    return created;
   }
 
   /** A branch's current state; a branch made outside the engine gets its fork state written as version 1. */
   async #loadBranch(b: Branch): Promise<LoadedState> {
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const loaded = await readBranchState(this.#store, this.#schema, b.id, this.#initial());
-      if (loaded) return loaded;
-      if (b.parentBranchId === null) return initialLoaded(this.#initial());
-      const fork = b.forkMessageId === null ? null : await this.#store.getMessage(b.forkMessageId);
-      const parent = await this.#store.getBranchById(b.parentBranchId);
-      const state =
-        fork && parent ? (await this.#stateOnLineage(parent, fork.depth)).state : this.#initial();
-      try {
+    // A CONFLICT: another engine wrote the fork state first; the next attempt reads it.
+    return retryOnConflict(
+      async () => {
+        const loaded = await readBranchState(this.#store, this.#schema, b.id, this.#initial());
+        if (loaded) return loaded;
+        if (b.parentBranchId === null) return initialLoaded(this.#initial());
+        const fork =
+          b.forkMessageId === null ? null : await this.#store.getMessage(b.forkMessageId);
+        const parent = await this.#store.getBranchById(b.parentBranchId);
+        const state =
+          fork && parent ? (await this.#stateOnLineage(parent, fork.depth)).state : this.#initial();
         await this.#write(() =>
           this.#store.appendStateCommit(
             { branchId: b.id, messageId: b.forkMessageId, update: {}, snapshot: state },
@@ -935,11 +933,9 @@ export class CairnThread<S extends StateSchema<any>> {
           ),
         );
         return { ...initialLoaded(state), version: 1 };
-      } catch (e) {
-        if (!isCairnError(e, 'CONFLICT')) throw e;
-      }
-    }
-    throw new CairnError('CONFLICT', `could not load the state of branch ${b.name}`);
+      },
+      { attempts: this.#attempts },
+    );
   }
 
   /** Applies the commits other writers added to the active branch. True when it advanced. */
@@ -994,23 +990,19 @@ export class CairnThread<S extends StateSchema<any>> {
     }
   }
 
+  /** Adopts the stored head of the active branch, after the writes queued before. */
   #queueHeadRefresh(): Promise<void> {
-    if (this.#headRefreshQueued || this.#closed) return Promise.resolve();
-    this.#headRefreshQueued = true;
-    const run = this.#tail.then(async () => {
-      this.#headRefreshQueued = false;
+    if (this.#closed) return Promise.resolve();
+    return this.#queue.runOnce('head', async () => {
       const fresh = await this.#store.getBranchById(this.#branch.id);
       if (fresh) this.#setHead(fresh);
     });
-    this.#tail = run.catch(() => undefined);
-    return run.catch(() => undefined);
   }
 
+  /** Applies other writers' commits to the active branch, after the writes queued before. */
   #queueStateRefresh(): void {
-    if (this.#stateRefreshQueued || this.#closed) return;
-    this.#stateRefreshQueued = true;
-    const run = this.#tail.then(async () => {
-      this.#stateRefreshQueued = false;
+    if (this.#closed) return;
+    void this.#queue.runOnce('state', async () => {
       if (await this.#catchUp()) {
         this.#emit({
           kind: 'state',
@@ -1022,6 +1014,5 @@ export class CairnThread<S extends StateSchema<any>> {
         });
       }
     });
-    this.#tail = run.catch(() => undefined);
   }
 }

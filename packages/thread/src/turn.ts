@@ -11,6 +11,7 @@ import {
   type UpdateOf,
 } from '@cairn/core';
 import type { Store } from '@cairn/store';
+import { SerialQueue } from './queue.js';
 
 /**
  * One message being processed: its turn-scoped state (reset to the schema's defaults
@@ -29,7 +30,7 @@ export class ThreadTurn<S extends StateSchema<any>> {
   #store: Store;
   #schema: S;
   #record: Turn;
-  #writes: Promise<unknown> = Promise.resolve();
+  #writes = new SerialQueue();
   #onFinish: () => Promise<void>;
 
   /** @internal — use `thread.beginTurn`. */
@@ -134,9 +135,7 @@ export class ThreadTurn<S extends StateSchema<any>> {
     }
   }
 
-  #persist(): Promise<void> {
-    const write = this.#writes.then(() => this.#store.putTurn(this.#record));
-    this.#writes = write.catch(() => undefined);
-    return write.then(() => undefined);
+  async #persist(): Promise<void> {
+    await this.#writes.run(() => this.#store.putTurn(this.#record));
   }
 }

@@ -100,8 +100,31 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(await code(open({ threadId: id, branch: 'nope' }))).toBe('NOT_FOUND');
       });
 
-      it('rejects a missing schema with INVALID_ARGUMENT', async () => {
-        expect(await code(openThread(store, {} as never))).toBe('INVALID_ARGUMENT');
+      it('rejects a schema not made with defineState with INVALID_ARGUMENT', async () => {
+        expect(await code(openThread(store, { schema: {} as never }))).toBe('INVALID_ARGUMENT');
+        expect(await code(openThread(store, null as never))).toBe('INVALID_ARGUMENT');
+        expect(await code(openThread(store, { maxRetries: -1 }))).toBe('INVALID_ARGUMENT');
+      });
+
+      it('opens without a schema for plain history: messages and branches, no state fields', async () => {
+        const t = await openThread(store);
+        expect(t.state).toEqual({});
+        t.add([
+          { role: 'user', data: 'hi' },
+          { role: 'assistant', data: 'hello' },
+        ]);
+        const [hi] = await t.save();
+        expect(await code(t.update({ counter: 1 } as never))).toBe('INVALID_UPDATE');
+        // The same thread opened with a schema sees the messages and its own defaults.
+        const typed = await open({ threadId: t.id });
+        expect(typed.state).toEqual({ keyInsights: [], notes: {}, counter: 0 });
+        expect(texts(await typed.history())).toEqual(['hi', 'hello']);
+        const again = await openThread(store, { threadId: t.id });
+        expect(texts(await again.history())).toEqual(['hi', 'hello']);
+        await again.rewind(hi!.id);
+        expect(again.branchName).toBe('main-v2');
+        expect(await again.stateAt(hi!.id)).toEqual({});
+        expect(texts(await again.history())).toEqual(['hi']);
       });
     });
 
@@ -156,6 +179,43 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(await code(t.save())).toBe('INVALID_ARGUMENT');
         expect(await t.history()).toEqual([]);
         expect(t.pending).toHaveLength(2);
+      });
+
+      it('add() checks a message as save() would: what save() refuses never becomes pending', async () => {
+        const t = await open();
+        const long = 'x'.repeat(201);
+        const refused: Array<[string, unknown]> = [
+          ['a blank role', { role: '   ', data: 'x' }],
+          ['a 201-character role', { role: long, data: 'x' }],
+          ['a 201-character id', { id: long, role: 'user', data: 'x' }],
+          ['an empty id', { id: '', role: 'user', data: 'x' }],
+          ['a createdAt that is not a number', { role: 'user', data: 'x', createdAt: 'yesterday' }],
+          ['a non-finite createdAt', { role: 'user', data: 'x', createdAt: Number.NaN }],
+          ['a type that is not a string', { role: 'user', type: 5, data: 'x' }],
+          ['no data', { role: 'user' }],
+          ['not an object', 'hello'],
+        ];
+        for (const [what, m] of refused) {
+          expect([what, await code(() => t.add(m as never))]).toEqual([what, 'INVALID_ARGUMENT']);
+        }
+        // One id twice: the store's batch rule (CONFLICT), within one add or against pending.
+        expect(
+          await code(() =>
+            t.add([
+              { id: 'same', role: 'user', data: 1 },
+              { id: 'same', role: 'user', data: 2 },
+            ]),
+          ),
+        ).toBe('CONFLICT');
+        expect(t.pending).toHaveLength(0);
+        const [ok] = t.add({ role: 'user', data: 'ok', createdAt: 1_700_000_000_000 });
+        expect(await code(() => t.add({ id: ok!.id, role: 'user', data: 'again' }))).toBe(
+          'CONFLICT',
+        );
+        const saved = await t.save();
+        expect(saved.map((m) => [m.data, m.createdAt])).toEqual([['ok', 1_700_000_000_000]]);
+        await say(t, 'later');
+        expect(texts(await t.history())).toEqual(['ok', 'later']);
       });
 
       it('two engines saving to one branch never lose a message (A1, A2 / B1)', async () => {
@@ -391,6 +451,32 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(t.stateVersion).toBe(2);
         const again = await open({ threadId: t.id });
         expect(again.state).toEqual(t.state);
+      });
+
+      it('state keys named like Object.prototype members are INVALID_UPDATE naming the field', async () => {
+        const t = await open();
+        await t.update({ counter: 1 });
+        const updates: Array<[string, unknown]> = [
+          ['constructor', { constructor: 1 }],
+          ['toString', { toString: 'x' }],
+          ['valueOf', { valueOf: 2, counter: 5 }],
+          ['__proto__', JSON.parse('{"__proto__": {"counter": 7}}')],
+          ['__proto__', JSON.parse('{"counter": 8, "__proto__": {"counter": 9}}')],
+        ];
+        for (const [name, update] of updates) {
+          let error: unknown;
+          await t.update(update as never).catch((e: unknown) => {
+            error = e;
+          });
+          expect(isCairnError(error, 'INVALID_UPDATE')).toBe(true);
+          expect((error as { details: unknown }).details).toEqual({ field: name });
+          expect((error as Error).message).toContain(`"${name}"`);
+        }
+        expect((await store.getStateCommits(t.branchId)).length).toBe(1);
+        expect(t.state.counter).toBe(1);
+        const turn = await t.beginTurn();
+        expect(await code(turn.update({ toString: 'x' } as never))).toBe('INVALID_UPDATE');
+        await turn.finish();
       });
 
       it('a bad update is INVALID_UPDATE and writes nothing', async () => {

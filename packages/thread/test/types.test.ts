@@ -37,4 +37,10 @@ describe('types', () => {
     };
     expectTypeOf(wrong).toBeFunction();
   });
+
+  it('a thread opened without a schema has an empty state', async () => {
+    const plain = await openThread(createMemoryStore());
+    // biome-ignore lint/complexity/noBannedTypes: the state of a schema with no fields
+    expectTypeOf(plain.state).toEqualTypeOf<{}>();
+  });
 });

@@ -1,0 +1,46 @@
+import { type CairnError, isCairnError } from '@cairn/core';
+
+export interface RetryOptions {
+  /** Attempts in all, the first included. */
+  attempts: number;
+  /** Wait a short random time, growing with each attempt, before the next one. */
+  backoff?: boolean;
+  /**
+   * Runs after each `CONFLICT`, before the next attempt: re-read what another writer
+   * changed. `final` is true when no attempt is left. Throwing ends the retries with that
+   * error (say here what gave up); returning on the final one rethrows the conflict.
+   */
+  onConflict?: (error: CairnError, at: { attempt: number; final: boolean }) => unknown;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * The engine's one retry loop: runs `attempt(0)`, and again with the next number after
+ * each `CONFLICT` (any other error ends it at once), up to `attempts` times in all.
+ *
+ * @example
+ * ```ts
+ * const branch = await retryOnConflict(
+ *   async () => (await store.getActiveBranch(threadId)) ??
+ *     store.createBranch({ threadId, name: 'main', headMessageId: null }),
+ *   { attempts: 5 },
+ * );
+ * ```
+ */
+export async function retryOnConflict<T>(
+  attempt: (n: number) => Promise<T>,
+  options: RetryOptions,
+): Promise<T> {
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt(n);
+    } catch (e) {
+      if (!isCairnError(e, 'CONFLICT')) throw e;
+      const final = n + 1 >= options.attempts;
+      await options.onConflict?.(e, { attempt: n, final });
+      if (final) throw e;
+      if (options.backoff) await sleep(Math.random() * Math.min(50, 2 ** Math.min(n, 6)));
+    }
+  }
+}
