@@ -13,3 +13,18 @@ export function rng(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/**
+ * Clustered vectors, as sentence embeddings are: `topics` centres plus Gaussian noise,
+ * made one at a time so a million need not be held at once. The same seed gives the
+ * same sequence.
+ */
+export function clusteredVectors(seed: number, dims: number, topics = 200): () => number[] {
+  const r = rng(seed);
+  const gauss = () => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
+  const centers = Array.from({ length: topics }, () => Array.from({ length: dims }, gauss));
+  return () => {
+    const c = centers[Math.floor(r() * centers.length)]!;
+    return c.map((x) => x + gauss() * 0.9);
+  };
+}

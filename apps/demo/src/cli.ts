@@ -2,6 +2,7 @@
 import { isCairnError } from '@cairn/core';
 import { type DemoOptions, parseDemoArgs, USAGE } from './args.js';
 import { chatClientFromEnv } from './chat-client.js';
+import { chooseDemoEmbedder } from './demo-embedder.js';
 import { startInspector, startInspectorProbe } from './inspector/server.js';
 import { openDemoStore, redactUrl } from './open-store.js';
 import { createDemoMemory, runScenario } from './scenario.js';
@@ -24,13 +25,15 @@ async function main(argv: string[]): Promise<void> {
 
   const store = await openDemoStore(options);
   try {
+    const { embedder, why } = await chooseDemoEmbedder(store, process.env);
     term.line(term.bold('Cairn demo · a research assistant with durable, branchable state'));
     term.line(
       term.dim(
         `  store: ${describeDb(options)}${chat ? ` · chat: ${chat.model} at ${chat.baseUrl}` : ' · no chat endpoint: the agents are deterministic code'}`,
       ),
     );
-    await runScenario({ store, question: options.question, term, chat });
+    term.line(term.dim(`  memory embedder: ${embedder.id} (${why})`));
+    await runScenario({ store, question: options.question, term, chat, embedder });
     term.line();
     term.line(
       `  Inspect it: ${term.bold(`pnpm demo serve${options.dbKind === 'postgres' || options.db !== defaultDb() ? ` --db ${options.dbKind === 'postgres' ? redactUrl(options.db) : options.db}` : ''}`)} → http://127.0.0.1:${options.port}`,
@@ -57,7 +60,9 @@ async function serve(options: DemoOptions, term: Terminal): Promise<void> {
   let closing = false;
   try {
     // Take the port before writing anything: a port in use must not leave a half-run scenario.
-    const memory = createDemoMemory(store);
+    const { embedder, why } = await chooseDemoEmbedder(store, process.env);
+    term.line(term.dim(`  memory embedder: ${embedder.id} (${why})`));
+    const memory = createDemoMemory(store, embedder);
     const inspector = await startInspector({ store, memory, port: options.port });
     const { items } = await store.listThreads({ limit: 1 });
     if (items.length === 0 || options.fresh) {
@@ -67,6 +72,7 @@ async function serve(options: DemoOptions, term: Terminal): Promise<void> {
         question: options.question,
         term,
         chat: chatClientFromEnv(process.env),
+        embedder,
       });
     }
     term.line();

@@ -223,7 +223,7 @@ export function reflect(input: {
     keyInsights: insights,
     methodology:
       `${input.tasks.length} literature tasks in parallel (${input.tasks.map((t) => t.facet).join(', ')}); ` +
-      `hybrid recall (vector + keyword, fused by rank) over ${input.passagesSearched} passages; ` +
+      `hybrid recall (vector + keyword) over ${input.passagesSearched} passages; ` +
       `sentences kept when they contain an objective term and two task terms; ` +
       `${input.findings.length} passages kept from ${allDocs.size} documents.`,
     nextObjective: alternatives[0] ?? `What is still unknown about ${subject}?`,

@@ -3,7 +3,7 @@ import { type Checkpoint, isCairnError, type Message, type Viewer } from '@cairn
 import {
   type AgentMemory,
   createMemory,
-  hashingEmbedder,
+  type Embedder,
   memoriesProvider,
   type RecallHit,
 } from '@cairn/memory';
@@ -23,6 +23,7 @@ import {
   type Searcher,
   type SearchHit,
 } from './corpus.js';
+import { demoHashingEmbedder } from './demo-embedder.js';
 import {
   composeReply,
   extractFindings,
@@ -45,9 +46,12 @@ export const AGENT_ID = 'research-assistant';
 export const WORLD_ID = 'cairn-demo';
 export const CHECKPOINT = 'after-iteration-1';
 
-/** The demo's memory: the hashing embedder (local, deterministic, no network). */
-export function createDemoMemory(store: Store): AgentMemory {
-  return createMemory({ store, embedder: hashingEmbedder({ dimensions: 256 }), agentId: AGENT_ID });
+/** The demo's memory; by default on the hashing embedder (local, deterministic, no network). */
+export function createDemoMemory(
+  store: Store,
+  embedder: Embedder = demoHashingEmbedder(),
+): AgentMemory {
+  return createMemory({ store, embedder, agentId: AGENT_ID });
 }
 
 /** Who recalls in a conversation: the agent, in that conversation's room, in the demo's world. */
@@ -71,6 +75,8 @@ export interface ScenarioOptions {
   /** An OpenAI-compatible chat endpoint for the reply; null keeps the demo fully local. */
   chat?: ChatClient | null;
   corpus?: CorpusDocument[];
+  /** The memory's embedder (default: the hashing embedder). */
+  embedder?: Embedder;
 }
 
 export interface ScenarioResult {
@@ -98,7 +104,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
   const started = Date.now();
   const { store, term } = options;
   const corpus = options.corpus ?? loadCorpus();
-  const memory = createDemoMemory(store);
+  const memory = createDemoMemory(store, options.embedder);
   const created: string[] = [];
   try {
     await ingestCorpus(memory, store, term, corpus);

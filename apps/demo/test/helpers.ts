@@ -29,6 +29,8 @@ export function runCli(
         NO_COLOR: '1',
         CAIRN_CHAT_BASE_URL: '',
         CAIRN_CHAT_MODEL: '',
+        // Fast and deterministic; one test runs the offline sentence encoder instead.
+        CAIRN_DEMO_EMBEDDER: 'hashing',
         ...options.env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],

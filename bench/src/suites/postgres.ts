@@ -5,7 +5,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import pg from 'pg';
 import { type Comparison, compare, comparisonTable, median, type Suite } from '../harness.js';
-import { rng } from '../random.js';
+import { clusteredVectors, rng } from '../random.js';
 
 const URL = process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -211,15 +211,10 @@ async function serverRows(log: (line: string) => void): Promise<Comparison[]> {
   }
 }
 
-/** Clustered unit-ish vectors, as sentence embeddings are: 200 topics plus noise. */
+/** Clustered vectors, as sentence embeddings are: 200 topics plus noise. */
 function embeddings(count: number, dims: number, seed: number): number[][] {
-  const r = rng(seed);
-  const gauss = () => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
-  const centers = Array.from({ length: 200 }, () => Array.from({ length: dims }, gauss));
-  return Array.from({ length: count }, () => {
-    const c = centers[Math.floor(r() * centers.length)]!;
-    return c.map((x) => x + gauss() * 0.9);
-  });
+  const next = clusteredVectors(seed, dims);
+  return Array.from({ length: count }, next);
 }
 
 async function pgliteVectors(log: (line: string) => void): Promise<string> {

@@ -233,13 +233,22 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
       const both = hybrid.filter((h) => h.sources.length === 2);
       expect(both.length).toBeGreaterThan(0);
       for (const h of both) expect(h.sources).toEqual(['vector', 'keyword']);
-      // The fused score is the reciprocal-rank sum.
+      // The score is (1 + cosine) / 2 plus 0.05 over the keyword rank, in descending order.
       for (const h of hybrid) {
-        const expected =
-          (h.ranks.vector ? 1 / (60 + h.ranks.vector) : 0) +
-          (h.ranks.keyword ? 1 / (60 + h.ranks.keyword) : 0);
+        const expected = (1 + h.similarity!) / 2 + (h.ranks.keyword ? 0.05 / h.ranks.keyword : 0);
         expect(h.score).toBeCloseTo(expected, 12);
       }
+      expect(hybrid.map((h) => h.score)).toEqual(hybrid.map((h) => h.score).sort((a, b) => b - a));
+    });
+
+    it('does not let an incidental word match push a semantic match out of a hybrid top 1', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a', embedder: conceptEmbedder() });
+      const car = await memory.remember({ text: 'I drive my sedan to work' });
+      // Shares "buying" with the query, and nothing of its meaning.
+      await memory.remember({ text: 'Buying a kitten toy' });
+      const [top] = await memory.recall('buying an automobile', { mode: 'hybrid', limit: 1 });
+      expect(top!.memory.id).toBe(car.id);
     });
 
     it('does not call the embedder again for text it has embedded (cache by embedder id and content hash)', async () => {

@@ -1,0 +1,6 @@
+export {
+  type FeatureExtractor,
+  type TransformersEmbedder,
+  type TransformersEmbedderOptions,
+  transformersEmbedder,
+} from './transformers-embedder.js';
