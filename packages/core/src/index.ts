@@ -14,7 +14,10 @@ export {
   findNonJson,
   type JsonObject,
   type JsonPrimitive,
+  type JsonProblem,
   type JsonValue,
+  MAX_JSON_DEPTH,
+  textProblem,
 } from './json.js';
 export * from './model.js';
 export type {

@@ -5,25 +5,75 @@ export type JsonPrimitive = string | number | boolean | null;
 export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
 
+/** The deepest nesting of arrays and objects a stored JSON value may have. */
+export const MAX_JSON_DEPTH = 512;
+
 /**
- * Finds the first place where `value` is not plain JSON and describes it, or returns
- * null when it is JSON. Rejects `undefined` (anywhere but as an absent object key is
- * still rejected when present), functions, symbols, BigInt, NaN and ±Infinity, cycles,
- * and objects whose prototype is not `Object.prototype` or `null` (class instances,
- * Dates, Maps).
+ * What is wrong with a text that a store must not hold: a NUL character (U+0000) or a
+ * lone UTF-16 surrogate (half of a pair, as `'😀'.slice(0, 1)` gives), with its position
+ * in UTF-16 code units. Null when the text is fine.
+ *
+ * @example
+ * ```ts
+ * textProblem('Great work \ud83d'); // { position: 11, reason: 'a lone surrogate (U+D83D)' }
+ * ```
  */
-export function findNonJson(value: unknown, path = '$'): { path: string; reason: string } | null {
-  // Hot path (every stored message and state update passes here): no strings are built
-  // unless something is wrong; the path is assembled while unwinding from the bad value.
-  if (typeof value === 'string' || typeof value === 'boolean' || value === null) return null;
-  const trail: string[] = [];
-  const reason = visitJson(value, new Set(), trail);
-  return reason === null ? null : { path: path + trail.reverse().join(''), reason };
+export function textProblem(text: string): { position: number; reason: string } | null {
+  // Hot path: two native scans; the position is looked for only when one fails.
+  if (text.isWellFormed() && !text.includes('\u0000')) return null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0) return { position: i, reason: 'a NUL character' };
+    if (c < 0xd800 || c > 0xdfff) continue;
+    const next = text.charCodeAt(i + 1);
+    if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
+      i++;
+      continue;
+    }
+    return { position: i, reason: `a lone surrogate (U+${c.toString(16).toUpperCase()})` };
+  }
+  return null;
 }
 
-function visitJson(v: unknown, seen: Set<object>, trail: string[]): string | null {
+/** Where and why a value is not storable JSON. */
+export interface JsonProblem {
+  /** `$` (or the label given) followed by the keys and indexes down to the bad value. */
+  path: string;
+  reason: string;
+  /** For a bad text: the position of the bad character in it. */
+  position?: number;
+}
+
+const textReason = (p: { position: number; reason: string }, what: string) =>
+  `${what} holds ${p.reason} at position ${p.position}; stored text cannot`;
+
+/**
+ * Finds the first place where `value` is not plain, storable JSON and describes it, or
+ * returns null when it is. Rejects `undefined` (present, not absent), functions,
+ * symbols, BigInt, NaN and ±Infinity, cycles, objects whose prototype is not
+ * `Object.prototype` or `null` (class instances, Dates, Maps), texts and keys holding a
+ * NUL or a lone surrogate (see `textProblem`), and nesting deeper than `MAX_JSON_DEPTH`.
+ * It walks with its own stack, so no depth overflows the call stack.
+ */
+export function findNonJson(value: unknown, path = '$'): JsonProblem | null {
+  // Hot path (every stored message and state update passes here): no strings are built
+  // unless something is wrong; the path is assembled from the stack only on failure.
+  const leaf = leafProblem(value);
+  if (leaf === null) return null;
+  if (typeof leaf === 'object') return { path, ...leaf };
+  if (leaf !== OBJECT) return { path, reason: leaf };
+  return visitJson(value as object, path);
+}
+
+const OBJECT = '';
+
+/** null: fine; '' (OBJECT): an object or array to walk; else the reason it is not JSON. */
+function leafProblem(v: unknown): string | { reason: string; position: number } | null {
   switch (typeof v) {
-    case 'string':
+    case 'string': {
+      const p = textProblem(v);
+      return p && { reason: textReason(p, 'the text'), position: p.position };
+    }
     case 'boolean':
       return null;
     case 'number':
@@ -37,40 +87,78 @@ function visitJson(v: unknown, seen: Set<object>, trail: string[]): string | nul
     case 'symbol':
       return 'a symbol is not JSON';
   }
-  if (v === null) return null;
-  const obj = v as object;
-  if (seen.has(obj)) return 'a cycle is not JSON';
-  seen.add(obj);
-  if (Array.isArray(obj)) {
-    for (let i = 0; i < obj.length; i++) {
-      const bad = visitJson(obj[i], seen, trail);
-      if (bad) {
-        trail.push(`[${i}]`);
-        return bad;
+  return v === null ? null : OBJECT;
+}
+
+interface Frame {
+  node: object;
+  /** The object's keys; null for an array. */
+  keys: string[] | null;
+  /** The next child to visit. */
+  next: number;
+}
+
+function visitJson(root: object, label: string): JsonProblem | null {
+  const stack: Frame[] = [];
+  const seen = new Set<object>();
+  // The path to the child the top frame visits last, built only on failure.
+  const fail = (reason: string, position?: number): JsonProblem => {
+    let path = label;
+    for (const f of stack) path += f.keys ? `.${f.keys[f.next - 1]}` : `[${f.next - 1}]`;
+    return position === undefined ? { path, reason } : { path, reason, position };
+  };
+  const enter = (node: object): string | null => {
+    if (seen.has(node)) return 'a cycle is not JSON';
+    if (stack.length >= MAX_JSON_DEPTH)
+      return `it nests deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`;
+    let keys: string[] | null = null;
+    if (!Array.isArray(node)) {
+      const proto = Object.getPrototypeOf(node);
+      if (proto !== Object.prototype && proto !== null) {
+        const name = (node as { constructor?: { name?: string } }).constructor?.name ?? 'object';
+        return `an instance of ${name} is not plain JSON`;
       }
+      keys = Object.keys(node);
     }
-  } else {
-    const proto = Object.getPrototypeOf(obj);
-    if (proto !== Object.prototype && proto !== null) {
-      const name = (obj as { constructor?: { name?: string } }).constructor?.name ?? 'object';
-      return `an instance of ${name} is not plain JSON`;
+    seen.add(node);
+    stack.push({ node, keys, next: 0 });
+    return null;
+  };
+  const bad = enter(root);
+  if (bad !== null) return { path: label, reason: bad };
+  while (stack.length > 0) {
+    const f = stack[stack.length - 1]!;
+    const keys = f.keys;
+    const size = keys ? keys.length : (f.node as unknown[]).length;
+    if (f.next >= size) {
+      seen.delete(f.node);
+      stack.pop();
+      continue;
     }
-    for (const key in obj) {
-      if (!Object.hasOwn(obj, key)) continue;
-      const bad = visitJson((obj as Record<string, unknown>)[key], seen, trail);
-      if (bad) {
-        trail.push(`.${key}`);
-        return bad;
-      }
+    const i = f.next++;
+    let child: unknown;
+    if (keys) {
+      const key = keys[i]!;
+      const p = textProblem(key);
+      if (p) return fail(textReason(p, 'the key'), p.position);
+      child = (f.node as Record<string, unknown>)[key];
+    } else {
+      child = (f.node as unknown[])[i];
     }
+    const leaf = leafProblem(child);
+    if (leaf === null) continue;
+    if (typeof leaf === 'object') return fail(leaf.reason, leaf.position);
+    if (leaf !== OBJECT) return fail(leaf);
+    const why = enter(child as object);
+    if (why !== null) return fail(why);
   }
-  seen.delete(obj);
   return null;
 }
 
 /**
  * Throws a CairnError (`INVALID_ARGUMENT` unless another code is given) when `value`
- * is not plain JSON, naming the path and the reason.
+ * is not plain, storable JSON, naming the path and the reason (`details`: `path`, and
+ * `position` for a bad text).
  *
  * @example
  * ```ts
@@ -84,6 +172,7 @@ export function assertJson(
 ): asserts value is JsonValue {
   const bad = findNonJson(value, label);
   if (bad) {
-    throw new CairnError(code, `${bad.path}: ${bad.reason}`, { details: { path: bad.path } });
+    const { reason: _reason, ...details } = bad;
+    throw new CairnError(code, `${bad.path}: ${bad.reason}`, { details });
   }
 }

@@ -4,7 +4,6 @@
  */
 import { createHash } from 'node:crypto';
 import {
-  assertJson,
   type Branch,
   CairnError,
   type Checkpoint,
@@ -21,6 +20,7 @@ import {
   newId,
   type Thread,
   type Turn,
+  textProblem,
 } from '@cairn/core';
 import type {
   AcquireLeaseInput,
@@ -42,6 +42,8 @@ import type {
   ThreadPatch,
 } from './store.js';
 
+const NOT_BLANK = /\S/;
+
 const invalid = (message: string, details?: Record<string, unknown>) =>
   new CairnError('INVALID_ARGUMENT', message, details ? { details } : {});
 
@@ -56,40 +58,83 @@ function show(value: unknown): string {
   }
 }
 
-/** A non-empty string of at most 200 characters. */
+/** The longest memory text a store takes (every store's keyword index can hold it). */
+export const MAX_MEMORY_TEXT_LENGTH = 100_000;
+
+/**
+ * INVALID_ARGUMENT when a text holds a NUL or a lone surrogate, naming the field and the
+ * position (`details`: `field`, `position`). The one text rule of every store.
+ */
+export function checkText(value: string, label: string): string {
+  const p = textProblem(value);
+  if (p) {
+    throw invalid(`${label} holds ${p.reason} at position ${p.position}; stored text cannot`, {
+      field: label,
+      position: p.position,
+    });
+  }
+  return value;
+}
+
+/** A non-empty text of at most 200 characters (ids, resource, room and world ids). */
 export function checkId(value: unknown, label: string): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_NAME_LENGTH) {
     throw invalid(
-      `${label} must be a non-empty string of at most ${MAX_NAME_LENGTH} characters, got ${show(value)}`,
+      `${label} must be a non-empty string of at most ${MAX_NAME_LENGTH} characters, got ${
+        typeof value === 'string' && value.length > 0 ? `${value.length} characters` : show(value)
+      }`,
+      { field: label },
     );
   }
-  return value;
+  return checkText(value, label);
 }
 
 /** A name (branch, checkpoint, lease key, owner): non-blank, at most 200 characters. */
 export function checkName(value: unknown, label: string): string {
-  if (typeof value !== 'string' || value.trim().length === 0 || value.length > MAX_NAME_LENGTH) {
+  if (typeof value !== 'string' || !NOT_BLANK.test(value) || value.length > MAX_NAME_LENGTH) {
     throw invalid(
       `${label} must be a non-blank string of at most ${MAX_NAME_LENGTH} characters, got ${
         typeof value === 'string' ? `${value.length} characters` : show(value)
       }`,
+      { field: label },
     );
   }
-  return value;
+  return checkText(value, label);
 }
 
-function checkOptionalString(value: unknown, label: string): string | null {
+/** A text or null (undefined counts as null); free text unless `max` is given. */
+function checkOptionalString(value: unknown, label: string, max?: number): string | null {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'string')
-    throw invalid(`${label} must be a string or null, got ${show(value)}`);
-  return value;
+    throw invalid(`${label} must be a string or null, got ${show(value)}`, { field: label });
+  if (max !== undefined && value.length > max) {
+    throw invalid(`${label} must be at most ${max} characters, got ${value.length}`, {
+      field: label,
+    });
+  }
+  return checkText(value, label);
+}
+
+/** An id-like text or null: resourceId, roomId, worldId, entityId, a turn's ids. */
+const checkOptionalId = (value: unknown, label: string) =>
+  checkOptionalString(value, label, MAX_NAME_LENGTH);
+
+/** INVALID_ARGUMENT naming the field (`details.field`) where `value` is not storable JSON. */
+function checkJson(value: unknown, label: string): void {
+  const bad = findNonJson(value, label);
+  if (bad) {
+    throw invalid(`${bad.path}: ${bad.reason}`, {
+      field: bad.path,
+      ...(bad.position === undefined ? {} : { position: bad.position }),
+    });
+  }
 }
 
 function checkObject(value: unknown, label: string): JsonObject {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw invalid(`${label} must be a plain object, got ${show(value)}`);
+    throw invalid(`${label} must be a plain object, got ${show(value)}`, { field: label });
   }
-  assertJson(value, label);
+  checkJson(value, label);
   return value as JsonObject;
 }
 
@@ -117,7 +162,7 @@ export function checkNewThread(input: NewThread, now: number): Thread {
   if (typeof input !== 'object' || input === null) throw invalid('thread input must be an object');
   return {
     id: input.id === undefined ? newId() : checkId(input.id, 'thread id'),
-    resourceId: checkOptionalString(input.resourceId, 'resourceId'),
+    resourceId: checkOptionalId(input.resourceId, 'resourceId'),
     title: checkOptionalString(input.title, 'title'),
     metadata: input.metadata === undefined ? {} : checkObject(input.metadata, 'metadata'),
     createdAt: now,
@@ -134,9 +179,8 @@ export function checkThreadPatch(patch: ThreadPatch): ThreadPatch {
 }
 
 const batchLabel = (i: number) => `messages[${i}]`;
-const NOT_BLANK = /\S/;
 const ok = (v: unknown): v is string =>
-  typeof v === 'string' && v.length > 0 && v.length <= MAX_NAME_LENGTH;
+  typeof v === 'string' && v.length > 0 && v.length <= MAX_NAME_LENGTH && textProblem(v) === null;
 
 /**
  * A message as checked without the database. `depth` is not known yet (it is -1);
@@ -175,17 +219,10 @@ export function normalizeNewMessages(batch: NewMessage[], now: number): MessageD
     if (parentId === id)
       throw invalid(`${batchLabel(i)}: message ${show(id)} cannot be its own parent`, { id });
     if (m.data === undefined) throw invalid(`${batchLabel(i)}.data is required (any JSON value)`);
-    const bad = findNonJson(m.data);
-    if (bad)
-      throw invalid(`${batchLabel(i)}.data${bad.path.slice(1)}: ${bad.reason}`, { path: bad.path });
+    if (findNonJson(m.data) !== null) checkJson(m.data, `${batchLabel(i)}.data`);
     const role =
       ok(m.role) && NOT_BLANK.test(m.role) ? m.role : checkName(m.role, `${batchLabel(i)}.role`);
-    const type =
-      m.type == null
-        ? null
-        : typeof m.type === 'string'
-          ? m.type
-          : checkOptionalString(m.type, `${batchLabel(i)}.type`);
+    const type = m.type == null ? null : checkOptionalId(m.type, `${batchLabel(i)}.type`);
     const createdAt =
       typeof m.createdAt === 'number' && Number.isFinite(m.createdAt)
         ? m.createdAt
@@ -330,14 +367,14 @@ export function checkTurn(turn: Turn): Turn {
     throw invalid(`turn status must be running, finished or failed, got ${show(turn.status)}`);
   checkObject(turn.state, 'turn state');
   if (!Array.isArray(turn.steps)) throw invalid('turn steps must be an array');
-  assertJson(turn.steps, 'turn steps');
+  checkJson(turn.steps, 'turn steps');
   checkTimestamp(turn.startedAt, 'startedAt', Number.NaN);
   return {
     id: turn.id,
     threadId: turn.threadId,
-    messageId: checkOptionalString(turn.messageId, 'messageId'),
-    source: checkOptionalString(turn.source, 'source'),
-    userId: checkOptionalString(turn.userId, 'userId'),
+    messageId: checkOptionalId(turn.messageId, 'messageId'),
+    source: checkOptionalId(turn.source, 'source'),
+    userId: checkOptionalId(turn.userId, 'userId'),
     status: turn.status,
     state: turn.state,
     steps: turn.steps,
@@ -497,6 +534,12 @@ function checkVector(value: unknown, label: string): number[] {
 function checkContent(value: unknown, label: string) {
   const content = checkObject(value, label);
   if (typeof content.text !== 'string') throw invalid(`${label}.text must be a string`);
+  if (content.text.length > MAX_MEMORY_TEXT_LENGTH) {
+    throw invalid(
+      `${label}.text must be at most ${MAX_MEMORY_TEXT_LENGTH} characters, got ${content.text.length}`,
+      { field: `${label}.text` },
+    );
+  }
   return content as Memory['content'];
 }
 
@@ -532,9 +575,9 @@ export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] 
       id: m.id === undefined ? newId() : checkId(m.id, `${at}.id`),
       type,
       agentId: checkId(m.agentId, `${at}.agentId`),
-      entityId: checkOptionalString(m.entityId, `${at}.entityId`),
-      roomId: checkOptionalString(m.roomId, `${at}.roomId`),
-      worldId: checkOptionalString(m.worldId, `${at}.worldId`),
+      entityId: checkOptionalId(m.entityId, `${at}.entityId`),
+      roomId: checkOptionalId(m.roomId, `${at}.roomId`),
+      worldId: checkOptionalId(m.worldId, `${at}.worldId`),
       scope,
       content,
       metadata: m.metadata === undefined ? {} : checkObject(m.metadata, `${at}.metadata`),
@@ -588,8 +631,8 @@ export function checkMemoryFilter(filter: MemoryFilter | undefined): MemoryFilte
     if (typeof filter.viewer !== 'object' || filter.viewer === null)
       throw invalid('filter.viewer must be an object');
     checkId(filter.viewer.agentId, 'filter.viewer.agentId');
-    checkOptionalString(filter.viewer.roomId, 'filter.viewer.roomId');
-    checkOptionalString(filter.viewer.worldId, 'filter.viewer.worldId');
+    checkOptionalId(filter.viewer.roomId, 'filter.viewer.roomId');
+    checkOptionalId(filter.viewer.worldId, 'filter.viewer.worldId');
   }
   if (filter.types !== undefined) {
     for (const t of checkStringList(filter.types, 'filter.types')) {
@@ -604,12 +647,10 @@ export function checkMemoryFilter(filter: MemoryFilter | undefined): MemoryFilte
     }
   }
   for (const key of ['agentId', 'entityId', 'roomId', 'worldId'] as const) {
-    if (filter[key] !== undefined && typeof filter[key] !== 'string')
-      throw invalid(`filter.${key} must be a string`);
+    if (filter[key] !== undefined) checkId(filter[key], `filter.${key}`);
   }
-  if (filter.ids !== undefined) checkStringList(filter.ids, 'filter.ids');
-  if (filter.contentHashes !== undefined)
-    checkStringList(filter.contentHashes, 'filter.contentHashes');
+  if (filter.ids !== undefined) checkIdList(filter.ids, 'filter.ids');
+  if (filter.contentHashes !== undefined) checkIdList(filter.contentHashes, 'filter.contentHashes');
   if (filter.createdAfter !== undefined)
     checkTimestamp(filter.createdAfter, 'filter.createdAfter', 0);
   if (filter.createdBefore !== undefined)
@@ -636,9 +677,15 @@ export function checkMemorySearch(search: MemorySearch): CheckedSearch {
   };
   if (hasVector) out.vector = checkVector(search.vector, 'vector');
   if (hasText) {
-    if (typeof search.text !== 'string' || search.text.trim() === '')
-      throw invalid('search text must be a non-blank string');
-    out.text = search.text;
+    if (typeof search.text !== 'string' || !NOT_BLANK.test(search.text))
+      throw invalid('search text must be a non-blank string', { field: 'text' });
+    if (search.text.length > MAX_MEMORY_TEXT_LENGTH) {
+      throw invalid(
+        `search text must be at most ${MAX_MEMORY_TEXT_LENGTH} characters, got ${search.text.length}`,
+        { field: 'text' },
+      );
+    }
+    out.text = checkText(search.text, 'search text');
   }
   if (search.threshold !== undefined) {
     if (!hasVector) throw invalid('threshold applies to vector search only (cosine similarity)');

@@ -1,7 +1,7 @@
 import { createMemoryStore } from '../src/index.js';
-import { describeStoreConformance } from '../src/testing/index.js';
+import { describeFrontDoorConformance, describeStoreConformance } from '../src/testing/index.js';
 
-describeStoreConformance({
+const options = {
   name: 'memory',
   create: async () => createMemoryStore(),
   capabilities: {
@@ -10,4 +10,7 @@ describeStoreConformance({
     multiProcess: false,
     durable: false,
   },
-});
+} as const;
+
+describeStoreConformance(options);
+describeFrontDoorConformance(options);

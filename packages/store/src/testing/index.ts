@@ -2,6 +2,7 @@ import { describe } from 'vitest';
 import { type StoreConformanceOptions, TEST_TIMEOUT } from './context.js';
 import { describeBranches } from './specs/branches.js';
 import { describeCheckpoints } from './specs/checkpoints.js';
+import { describeDifferential } from './specs/differential.js';
 import { describeEmbeddingSpace } from './specs/embedding-space.js';
 import { describeKeywordSearch } from './specs/keyword-search.js';
 import { describeLeases } from './specs/leases.js';
@@ -9,6 +10,7 @@ import { describeLifecycle } from './specs/lifecycle.js';
 import { describeMemories } from './specs/memories.js';
 import { describeMessages } from './specs/messages.js';
 import { describeNotifications } from './specs/notifications.js';
+import { describeOneRule } from './specs/one-rule.js';
 import { describeScopeIsolation } from './specs/scope-isolation.js';
 import { describeSharedData } from './specs/shared-data.js';
 import { describeStateCommits } from './specs/state-commits.js';
@@ -99,5 +101,26 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
 export function describeStoreConformance(options: StoreConformanceOptions): void {
   describe(`${options.name} store conformance`, { timeout: TEST_TIMEOUT }, () => {
     for (const area of AREAS) area(options);
+  });
+}
+
+/**
+ * Registers the front-door rules every store must answer alike (issue 11): ended
+ * transactions, batch checks before writes, compare-and-set `details`, foreign cursors,
+ * the text rule (NUL, lone surrogates), index-sized ids, memory text and JSON depth
+ * limits, keyword stop words and score scale; and the differential spec, which runs
+ * random call sequences on the reference store and on this one and compares every
+ * result. Stores built with `createStore(driver)` pass it; it will join
+ * `describeStoreConformance` once every adapter is a driver.
+ *
+ * @example
+ * ```ts
+ * describeFrontDoorConformance({ name: 'memory', create: async () => createMemoryStore() });
+ * ```
+ */
+export function describeFrontDoorConformance(options: StoreConformanceOptions): void {
+  describe(`${options.name} store: one front door`, { timeout: TEST_TIMEOUT }, () => {
+    describeOneRule(options);
+    describeDifferential(options);
   });
 }
