@@ -18,6 +18,7 @@ export {
   type JsonValue,
   MAX_JSON_DEPTH,
   textProblem,
+  toJson,
 } from './json.js';
 export * from './model.js';
 export type {

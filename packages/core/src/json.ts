@@ -1,4 +1,4 @@
-import { CairnError, type CairnErrorCode } from './errors.js';
+import { CairnError, type CairnErrorCode, invalidArgument } from './errors.js';
 
 export type JsonPrimitive = string | number | boolean | null;
 /** A value that survives `JSON.stringify` / `JSON.parse` unchanged. */
@@ -175,4 +175,46 @@ export function assertJson(
     const { reason: _reason, ...details } = bad;
     throw new CairnError(code, `${bad.path}: ${bad.reason}`, { details });
   }
+}
+
+/**
+ * A copy of `value` as the JSON a client would receive: object keys whose value is
+ * `undefined` are left out, as `JSON.stringify` does (SDK objects built in process carry
+ * some); anything else that is not plain JSON (a Date, a function, NaN, a class instance,
+ * a cycle, `undefined` in an array) is `INVALID_ARGUMENT` naming its path.
+ *
+ * @example
+ * ```ts
+ * toJson({ id: 'm1', metadata: undefined }, 'messages[0]'); // { id: 'm1' }
+ * toJson({ at: new Date() }, 'messages[0].metadata'); // throws: messages[0].metadata.at: an instance of Date is not plain JSON
+ * ```
+ */
+export function toJson(value: unknown, label: string): JsonValue {
+  return copyJson(value, label, new Set());
+}
+
+function copyJson(v: unknown, path: string, seen: Set<object>): JsonValue {
+  if (typeof v !== 'object' || v === null) {
+    const bad = findNonJson(v, path);
+    if (bad) throw invalidArgument(`${bad.path}: ${bad.reason}`, { path: bad.path });
+    return v as JsonValue;
+  }
+  if (seen.has(v)) throw invalidArgument(`${path}: a cycle is not JSON`, { path });
+  seen.add(v);
+  let out: JsonValue;
+  if (Array.isArray(v)) {
+    out = v.map((x, k) => copyJson(x, `${path}[${k}]`, seen));
+  } else {
+    const proto = Object.getPrototypeOf(v);
+    if (proto !== Object.prototype && proto !== null) {
+      const name = (v as { constructor?: { name?: string } }).constructor?.name ?? 'object';
+      throw invalidArgument(`${path}: an instance of ${name} is not plain JSON`, { path });
+    }
+    const o: JsonObject = {};
+    for (const [k, x] of Object.entries(v))
+      if (x !== undefined) o[k] = copyJson(x, `${path}.${k}`, seen);
+    out = o;
+  }
+  seen.delete(v);
+  return out;
 }

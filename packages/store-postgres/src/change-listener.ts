@@ -25,7 +25,8 @@ type Handler = (channel: string, payload: string | undefined) => void;
 /** Adds a notification handler to a pg client or PGlite; returns its removal. */
 function onNotification(client: PgClientLike | PGliteLike, handler: Handler): () => void {
   if (isPGlite(client)) return client.onNotification(handler);
-  const h = (msg: { channel: string; payload?: string }) => handler(msg.channel, msg.payload);
+  const h = (msg: { channel: string; payload?: string | undefined }) =>
+    handler(msg.channel, msg.payload);
   client.on('notification', h);
   return () =>
     client.off ? client.off('notification', h) : client.removeListener?.('notification', h);

@@ -28,7 +28,9 @@ export interface PgQueryConfig {
 }
 
 type PgResult = Promise<{ rows: unknown[]; rowCount: number | null }>;
-type NotificationListener = (msg: { channel: string; payload?: string }) => void;
+// Optional members say `| undefined` so that real pg and PGlite objects are assignable
+// under `exactOptionalPropertyTypes`.
+type NotificationListener = (msg: { channel: string; payload?: string | undefined }) => void;
 
 interface PgQueryable {
   query(text: string, values?: unknown[]): PgResult;
@@ -39,14 +41,14 @@ interface PgQueryable {
 export interface PgPoolLike extends PgQueryable {
   connect(): Promise<PgClientLike & { release(err?: Error | boolean): void }>;
   end(): Promise<void>;
-  readonly options?: object;
+  readonly options?: object | undefined;
 }
 
 /** The parts of a node-postgres `Client` (or `PoolClient`) the store uses. */
 export interface PgClientLike extends PgQueryable {
   on(event: 'notification', listener: NotificationListener): unknown;
-  off?(event: 'notification', listener: NotificationListener): unknown;
-  removeListener?(event: 'notification', listener: NotificationListener): unknown;
+  off?: ((event: 'notification', listener: NotificationListener) => unknown) | undefined;
+  removeListener?: ((event: 'notification', listener: NotificationListener) => unknown) | undefined;
 }
 
 /** The parts of a PGlite instance the store uses. */
@@ -56,8 +58,8 @@ export interface PGliteLike {
   transaction<T>(fn: (tx: unknown) => Promise<T>): Promise<T>;
   close(): Promise<void>;
   onNotification(callback: (channel: string, payload: string) => void): () => void;
-  readonly closed?: boolean;
-  readonly dataDir?: string;
+  readonly closed?: boolean | undefined;
+  readonly dataDir?: string | undefined;
 }
 
 /** True for a PGlite instance (told apart from a pg client by shape, never by import). */

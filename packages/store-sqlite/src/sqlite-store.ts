@@ -221,20 +221,15 @@ class SqliteSession implements DriverSession {
   // ---------------------------------------------------------------- messages
 
   lookupMessageBatch(ids: { threadIds: string[]; messageIds: string[] }): MessageBatchLookup {
-    const threadIds = new Set(
-      this.#raw(
-        `SELECT id FROM cairn_threads WHERE id ${IN_LIST}`,
-        (r) => r[0] as string,
-        json(ids.threadIds),
-      ),
-    );
+    // One primary-key probe per id: far cheaper than a json_each list for the few ids of a call.
+    const thread = this.#c.rows('SELECT 1 FROM cairn_threads WHERE id = ?');
+    const message = this.#c.rows('SELECT thread_id, depth FROM cairn_messages WHERE id = ?');
     const messages = new Map<string, { threadId: string; depth: number }>();
-    for (const r of this.#c
-      .rows(`SELECT id, thread_id, depth FROM cairn_messages WHERE id ${IN_LIST}`)
-      .all(json(ids.messageIds)) as Row[]) {
-      messages.set(r[0] as string, { threadId: r[1] as string, depth: r[2] as number });
+    for (const id of ids.messageIds) {
+      const r = message.get(id) as Row | undefined;
+      if (r) messages.set(id, { threadId: r[0] as string, depth: r[1] as number });
     }
-    return { threadIds, messages };
+    return { threadIds: new Set(ids.threadIds.filter((id) => thread.get(id))), messages };
   }
 
   insertMessages(messages: Message[]): void {
@@ -444,6 +439,12 @@ class SqliteSession implements DriverSession {
   // ---------------------------------------------------------------- leases
 
   /** A write session holds the file's write lock already: the row is as good as locked. */
+  lockBranch(branchId: string): Branch | null {
+    // A write session holds the database's write lock (BEGIN IMMEDIATE, waited for up to
+    // the busy timeout): every other writer already waits for it.
+    return this.getBranchById(branchId);
+  }
+
   lockLease(key: string): Lease | null {
     return this.getLease(key);
   }
@@ -537,10 +538,15 @@ class SqliteSession implements DriverSession {
         `SELECT seq, d FROM (
            SELECT m.seq, coalesce(vec_distance_cosine(m.embedding, ?), 1.0) AS d
              FROM cairn_memories m WHERE m.embedding IS NOT NULL AND ${where.sql}
-         ) WHERE d <= ? ORDER BY d, seq LIMIT ?`,
+         ) ${q.minSimilarity === undefined ? '' : 'WHERE d <= ?'} ORDER BY d, seq LIMIT ?`,
       )
-      // Cosine distances lie in [0, 2]: 2 admits every row.
-      .all(encodeVector(q.vector), ...where.params, 1 - (q.minSimilarity ?? -1), q.count) as Row[];
+      // No WHERE on d without a threshold: SQLite would compute every distance twice.
+      .all(
+        encodeVector(q.vector),
+        ...where.params,
+        ...(q.minSimilarity === undefined ? [] : [1 - q.minSimilarity]),
+        q.count,
+      ) as Row[];
     return this.#hydrate(ranked.map((r) => ({ seq: r[0] as number })));
   }
 

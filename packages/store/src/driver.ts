@@ -173,6 +173,14 @@ export interface DriverSession {
     expectedHeadId: string | null,
     newHeadId: string,
   ): MaybePromise<Branch | null>;
+  /**
+   * Locks the branch until the session ends (e.g. `SELECT … FOR NO KEY UPDATE`, the lock
+   * `moveHead` and `appendStateCommit` must also take), waiting at most `timeoutMs` for
+   * another session that holds it; returns it, or null when missing. A wait that gives
+   * up is a driver failure that `translateError` maps to `TIMEOUT`. A driver whose write
+   * sessions already exclude each other returns the branch. Only called in write sessions.
+   */
+  lockBranch(branchId: string, timeoutMs: number): MaybePromise<Branch | null>;
 
   // ---------------------------------------------------------------- checkpoints
 

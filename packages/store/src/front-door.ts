@@ -27,6 +27,7 @@ import type {
   LatestCommitQuery,
   ListMemoriesOptions,
   ListThreadsOptions,
+  LockOptions,
   MemoryFilter,
   MemoryHit,
   MemoryPatch,
@@ -57,6 +58,7 @@ import {
   checkLimit,
   checkListMemoriesOptions,
   checkListThreadsOptions,
+  checkLockOptions,
   checkMemoryFilter,
   checkMemoryPatch,
   checkMemorySearch,
@@ -410,6 +412,17 @@ class FrontDoor implements Store {
         `branch ${show(b.name)} head is ${show(b.headMessageId)}, not ${show(expectedHeadId)}`,
         { branchId, expected: expectedHeadId, actual: b.headMessageId },
       );
+    });
+  }
+
+  async lockBranch(branchId: string, options?: LockOptions): Promise<Branch> {
+    this.#open();
+    checkId(branchId, 'branch id');
+    const timeoutMs = checkLockOptions(options);
+    return this.#write(async (s) => {
+      const b = await s.lockBranch(branchId, timeoutMs);
+      if (!b) throw notFound('branch', branchId);
+      return b;
     });
   }
 

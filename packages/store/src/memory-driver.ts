@@ -210,6 +210,10 @@ class MemoryDriver implements Driver, DriverSession {
     const b = this.#branches.get(id);
     return b ? copy(b) : null;
   }
+  lockBranch(branchId: string): Branch | null {
+    // Sessions run one at a time: holding one is holding every lock.
+    return this.getBranchById(branchId);
+  }
   getBranch(threadId: string, name: string): Branch | null {
     for (const b of this.#branches.values())
       if (b.threadId === threadId && b.name === name) return copy(b);

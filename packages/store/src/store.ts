@@ -90,6 +90,11 @@ export interface NewBranch {
   activate?: boolean;
 }
 
+export interface LockOptions {
+  /** How long to wait for another holder before `TIMEOUT`, in ms. Default 10 000. */
+  timeoutMs?: number;
+}
+
 export interface NewCheckpoint {
   threadId: string;
   name: string;
@@ -260,6 +265,24 @@ export interface Store {
   setActiveBranch(branchId: string): Promise<Branch>;
   /** Moves the head if it is still `expectedHeadId`; otherwise `CONFLICT`. */
   moveHead(branchId: string, expectedHeadId: string | null, newHeadId: string): Promise<Branch>;
+  /**
+   * Inside `transaction(fn)`: locks the branch until the transaction ends, so that every
+   * `moveHead` and `appendStateCommit` on it from any other transaction, store instance
+   * or process waits for it — writers that queue here cannot lose a compare-and-set.
+   * Waits up to `timeoutMs` (default 10 000) for another holder, then `TIMEOUT`. Returns
+   * the branch as stored once locked; `NOT_FOUND` when there is none. Outside a
+   * transaction the lock ends with the call.
+   *
+   * @example
+   * ```ts
+   * await store.transaction(async (tx) => {
+   *   const b = await tx.lockBranch(branchId, { timeoutMs: 5000 });
+   *   const version = (await tx.getLatestStateCommit(b.id))?.version ?? 0;
+   *   await tx.appendStateCommit({ branchId, messageId: b.headMessageId, update }, version); // cannot conflict
+   * });
+   * ```
+   */
+  lockBranch(branchId: string, options?: LockOptions): Promise<Branch>;
 
   // checkpoints
   /** Creates the checkpoint, or moves the one of that name. */

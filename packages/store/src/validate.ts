@@ -29,6 +29,7 @@ import type {
   LatestCommitQuery,
   ListMemoriesOptions,
   ListThreadsOptions,
+  LockOptions,
   MemoryFilter,
   MemoryPatch,
   MemorySearch,
@@ -326,6 +327,21 @@ export function checkNewBranch(
     createdAt: now,
     activate: input.activate === true,
   };
+}
+
+/** The default of `LockOptions.timeoutMs`. */
+export const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
+
+/** `lockBranch` options: the wait in ms, an integer from 0 (no wait) to 1 hour. */
+export function checkLockOptions(options: LockOptions | undefined): number {
+  if (options === undefined) return DEFAULT_LOCK_TIMEOUT_MS;
+  if (typeof options !== 'object' || options === null)
+    throw invalid(`lock options must be an object, got ${show(options)}`);
+  const t = options.timeoutMs;
+  if (t === undefined) return DEFAULT_LOCK_TIMEOUT_MS;
+  if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 3_600_000)
+    throw invalid(`timeoutMs must be an integer from 0 to 3600000, got ${show(t)}`);
+  return t;
 }
 
 export function checkNewCheckpoint(input: NewCheckpoint, now: number): Checkpoint {

@@ -3,8 +3,6 @@ import { type CairnError, isCairnError } from '@cairn/core';
 export interface RetryOptions {
   /** Attempts in all, the first included. */
   attempts: number;
-  /** Wait a short random time, growing with each attempt, before the next one. */
-  backoff?: boolean;
   /**
    * Runs after each `CONFLICT`, before the next attempt: re-read what another writer
    * changed. `final` is true when no attempt is left. Throwing ends the retries with that
@@ -12,8 +10,6 @@ export interface RetryOptions {
    */
   onConflict?: (error: CairnError, at: { attempt: number; final: boolean }) => unknown;
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
  * The engine's one retry loop: runs `attempt(0)`, and again with the next number after
@@ -40,7 +36,6 @@ export async function retryOnConflict<T>(
       const final = n + 1 >= options.attempts;
       await options.onConflict?.(e, { attempt: n, final });
       if (final) throw e;
-      if (options.backoff) await sleep(Math.random() * Math.min(50, 2 ** Math.min(n, 6)));
     }
   }
 }

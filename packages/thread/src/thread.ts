@@ -88,6 +88,11 @@ export interface OpenThreadOptions<S extends StateSchema<any> = NoState> {
    * branch name taken) before `CONFLICT` is thrown. Default 50.
    */
   maxRetries?: number;
+  /**
+   * How long a save or update that lost a race waits in line for the branch's lock
+   * (`store.lockBranch`) before `TIMEOUT`. Default 10 000 ms.
+   */
+  lockTimeoutMs?: number;
 }
 
 export interface SaveOptions {
@@ -97,6 +102,7 @@ export interface SaveOptions {
 
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
 const DEFAULT_MAX_RETRIES = 50;
+const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
 
 /**
  * Opens a thread (creating it, and its `main` branch, when needed) and returns its engine.
@@ -212,6 +218,7 @@ export class CairnThread<S extends StateSchema<any>> {
   readonly #policy: ResolvedSnapshotPolicy;
   /** Attempts of an operation that conflicts with other writers, the first included. */
   readonly #attempts: number;
+  readonly #lockTimeoutMs: number;
   readonly #listeners = new Set<ThreadListener>();
   /** Every call that writes or refreshes what this engine holds runs through it, in order. */
   readonly #queue = new SerialQueue();
@@ -230,6 +237,7 @@ export class CairnThread<S extends StateSchema<any>> {
     this.#retentionMs = options.turnRetentionMs ?? DEFAULT_RETENTION_MS;
     this.#policy = resolveSnapshotPolicy(options.snapshotPolicy);
     this.#attempts = (options.maxRetries ?? DEFAULT_MAX_RETRIES) + 1;
+    this.#lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
     this.#branch = branch;
     this.#loaded = initialLoaded(this.#initial());
   }
@@ -459,12 +467,17 @@ export class CairnThread<S extends StateSchema<any>> {
     let head = this.#branch.headMessageId;
     let headConflict = false;
     const stored = await retryOnConflict(
-      () => {
+      (attempt) => {
         headConflict = false;
-        const chain = chainOf(head);
         return this.#write(() =>
           this.#store.transaction(async (tx) => {
-            const saved = await tx.addMessages(chain);
+            // After a lost race, wait in line for the branch: the head read under its lock
+            // cannot move before this transaction commits.
+            if (attempt > 0) {
+              head = (await tx.lockBranch(this.#branch.id, { timeoutMs: this.#lockTimeoutMs }))
+                .headMessageId;
+            }
+            const saved = await tx.addMessages(chainOf(head));
             try {
               const moved = await tx.moveHead(this.#branch.id, head, saved[saved.length - 1]!.id);
               return { saved, moved };
@@ -477,8 +490,8 @@ export class CairnThread<S extends StateSchema<any>> {
       },
       {
         attempts: options.onConflict === 'fail' ? 1 : this.#attempts,
-        backoff: true,
-        // Only a moved head is retried (re-parented onto it); any other CONFLICT is the caller's.
+        // Only a moved head is retried (re-parented onto the head read under the branch's
+        // lock); any other CONFLICT is the caller's.
         onConflict: async (e, { final }) => {
           if (!headConflict) throw e;
           const fresh = await this.#store.getBranchById(this.#branch.id);
@@ -520,11 +533,12 @@ export class CairnThread<S extends StateSchema<any>> {
   /**
    * Makes a new branch whose head is `messageId`, named by the rewind rule
    * (`main` -> `main-v2`, ...), switches to it and drops pending messages. Its state
-   * starts as the state as of that message.
+   * starts as the state as of that message. `rewind(null)` starts an empty branch with
+   * the initial state; the old branches keep their messages.
    */
-  rewind(messageId: string): Promise<Branch> {
+  rewind(messageId: string | null): Promise<Branch> {
     return this.#serial(async () => {
-      const m = await this.#threadMessage(messageId);
+      const m = messageId === null ? null : await this.#threadMessage(messageId);
       const b = await this.#fork(m, { activate: true });
       this.#pending = [];
       return b;
@@ -638,26 +652,43 @@ export class CairnThread<S extends StateSchema<any>> {
       Object.entries(update).filter(([, v]) => v !== undefined),
     ) as JsonObject;
     const updateBytes = jsonSize(clean);
+    /** Applies the update to the state as loaded and commits it as the next version. */
+    const commit = async (store: Store) => {
+      const base = this.#loaded;
+      const next = applyUpdate(this.#schema, base.state as StateOf<S>, clean as UpdateOf<S>, {
+        scope: 'thread',
+      });
+      if (next.changed.length === 0) return { base, next, snapshot: false };
+      const snapshot = wantsSnapshot(this.#policy, base, updateBytes);
+      await store.appendStateCommit(
+        {
+          branchId: this.#branch.id,
+          messageId: this.#branch.headMessageId,
+          update: clean,
+          snapshot: snapshot ? (next.state as JsonObject) : null,
+        },
+        base.version,
+      );
+      return { base, next, snapshot };
+    };
     const changed = await retryOnConflict(
-      async () => {
-        const base = this.#loaded;
-        const next = applyUpdate(this.#schema, base.state as StateOf<S>, clean as UpdateOf<S>, {
-          scope: 'thread',
-        });
+      async (attempt) => {
+        const { base, next, snapshot } = await this.#write(() =>
+          attempt === 0
+            ? commit(this.#store)
+            : // After a lost race, wait in line for the branch: the commits and head read
+              // under its lock stay the latest until this transaction commits.
+              this.#store.transaction(async (tx) => {
+                const locked = await tx.lockBranch(this.#branch.id, {
+                  timeoutMs: this.#lockTimeoutMs,
+                });
+                this.#setHead(locked);
+                await this.#catchUp(tx);
+                return commit(tx);
+              }),
+        );
         if (next.changed.length === 0) return next.changed;
         const state = next.state as JsonObject;
-        const snapshot = wantsSnapshot(this.#policy, base, updateBytes);
-        await this.#write(() =>
-          this.#store.appendStateCommit(
-            {
-              branchId: this.#branch.id,
-              messageId: this.#branch.headMessageId,
-              update: clean,
-              snapshot: snapshot ? state : null,
-            },
-            base.version,
-          ),
-        );
         this.#loaded = snapshot
           ? { ...initialLoaded(state), version: base.version + 1 }
           : {
@@ -671,8 +702,7 @@ export class CairnThread<S extends StateSchema<any>> {
       },
       {
         attempts: this.#attempts,
-        backoff: true,
-        // Another writer committed first: re-read its commits and re-apply on top of them.
+        // Attempts after the first re-apply the update on the latest state, under the lock.
         onConflict: async (e, { attempt, final }) => {
           if (final) {
             throw new CairnError(
@@ -681,10 +711,6 @@ export class CairnThread<S extends StateSchema<any>> {
               { cause: e, details: { branchId: this.#branch.id, attempts: attempt + 1 } },
             );
           }
-          await this.#catchUp();
-          // Another writer may also have moved the head: commit against the one stored.
-          const fresh = await this.#store.getBranchById(this.#branch.id);
-          if (fresh) this.#setHead(fresh);
         },
       },
     );
@@ -939,8 +965,8 @@ export class CairnThread<S extends StateSchema<any>> {
   }
 
   /** Applies the commits other writers added to the active branch. True when it advanced. */
-  async #catchUp(): Promise<boolean> {
-    const commits = await this.#store.getStateCommits(this.#branch.id, {
+  async #catchUp(store: Store = this.#store): Promise<boolean> {
+    const commits = await store.getStateCommits(this.#branch.id, {
       fromVersion: this.#loaded.version + 1,
     });
     if (commits.length === 0) return false;

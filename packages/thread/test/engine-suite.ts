@@ -340,6 +340,21 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(await code(t.rewind('no-such-message'))).toBe('NOT_FOUND');
       });
 
+      it('rewind(null) starts an empty branch with the initial state; the old one keeps its messages', async () => {
+        const t = await open();
+        await say(t, 'a', 'b');
+        await t.update({ objective: 'x' });
+        const empty = await t.rewind(null);
+        expect(empty).toMatchObject({ name: 'main-v2', headMessageId: null, isActive: true });
+        expect(await t.history()).toEqual([]);
+        expect(t.state.objective).toBeUndefined();
+        await say(t, 'c');
+        expect(texts(await t.history())).toEqual(['c']);
+        await t.switchBranch('main');
+        expect(texts(await t.history())).toEqual(['a', 'b']);
+        expect(t.state.objective).toBe('x');
+      });
+
       it('rewind takes the next free number when the computed name exists', async () => {
         const t = await open();
         const [m1] = await say(t, 'a');
@@ -525,7 +540,7 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(a.state.keyInsights).toEqual(['from a', 'from b', 'a again']);
       });
 
-      it('gives up with CONFLICT after maxRetries when another writer always wins', async () => {
+      it('a writer that always wins the race does not starve an update: it queues on the branch lock', async () => {
         const t0 = await open();
         // A real writer that commits on the branch just before each of the engine's attempts.
         let rival = 0;
@@ -552,11 +567,17 @@ export function describeThreadEngine(s: EngineStore): void {
             return typeof v === 'function' ? v.bind(target) : v;
           },
         });
-        const t = await openThread(racing, { schema: Research, threadId: t0.id, maxRetries: 2 });
-        expect(await code(t.update({ keyInsights: ['mine'] }))).toBe('CONFLICT');
-        expect(rival).toBe(3);
+        // One retry is enough: after its first conflict the update waits for the branch's
+        // lock (store.lockBranch) and commits under it; the rival's next commit waits.
+        const t = await openThread(racing, { schema: Research, threadId: t0.id, maxRetries: 1 });
+        expect(await t.update({ keyInsights: ['mine'] })).toMatchObject({
+          keyInsights: ['rival 0', 'mine'],
+        });
+        expect(rival).toBe(1);
         const fresh = await open({ threadId: t0.id });
-        expect(fresh.state.keyInsights).toEqual(['rival 0', 'rival 1', 'rival 2']);
+        expect(fresh.state.keyInsights).toEqual(['rival 0', 'mine']);
+        expect(await code(t.update({ keyInsights: ['again'] }))).toBe('no error');
+        expect(t.state.keyInsights).toEqual(['rival 0', 'mine', 'rival 1', 'again']);
       });
 
       it('stateAt answers for any message on the lineage, through the parent branch before a fork', async () => {

@@ -46,7 +46,6 @@ describe('retryOnConflict', () => {
       },
       {
         attempts: 2,
-        backoff: true,
         onConflict: (e, { final }) => {
           if (final) throw new CairnError('CONFLICT', 'gave up', { cause: e });
         },

@@ -426,6 +426,55 @@ export function describeBranches(options: StoreConformanceOptions): void {
       });
     });
 
+    describe('lockBranch', () => {
+      it('returns the branch as stored, inside a transaction and outside one', async () => {
+        const { thread, chain } = await threadWithChain(3);
+        const b = await store().createBranch({
+          threadId: thread.id,
+          name: 'main',
+          headMessageId: chain[0]!.id,
+        });
+        expect(await store().lockBranch(b.id)).toEqual(b);
+        const moved = await store().transaction(async (tx) => {
+          const locked = await tx.lockBranch(b.id, { timeoutMs: 1000 });
+          expect(locked).toEqual(b);
+          // What a lock holder read stays true until it commits: its compare-and-sets hold.
+          const version = (await tx.getLatestStateCommit(b.id))?.version ?? 0;
+          await tx.appendStateCommit(
+            { branchId: b.id, messageId: locked.headMessageId, update: { n: 1 } },
+            version,
+          );
+          return tx.moveHead(b.id, locked.headMessageId, chain[2]!.id);
+        });
+        expect(await store().getBranchById(b.id)).toEqual(moved);
+        expect((await store().getStateCommits(b.id)).map((c) => c.version)).toEqual([1]);
+        // The lock ended with the transaction.
+        expect(await store().lockBranch(b.id, { timeoutMs: 0 })).toEqual(moved);
+      });
+
+      it('rejects an unknown branch (NOT_FOUND) and bad options (INVALID_ARGUMENT)', async () => {
+        const { thread } = await threadWithChain(1);
+        const b = await store().createBranch({
+          threadId: thread.id,
+          name: 'main',
+          headMessageId: null,
+        });
+        await expectCode(() => store().lockBranch(`missing-${newId()}`), 'NOT_FOUND');
+        await expectCode(
+          () => store().transaction((tx) => tx.lockBranch(`missing-${newId()}`)),
+          'NOT_FOUND',
+        );
+        for (const bad of [-1, 1.5, '100', Number.NaN, 3_600_001]) {
+          await expectCode(
+            () => store().lockBranch(b.id, { timeoutMs: bad as never }),
+            'INVALID_ARGUMENT',
+          );
+        }
+        await expectCode(() => store().lockBranch(b.id, 5 as never), 'INVALID_ARGUMENT');
+        await expectCode(() => store().lockBranch('' as never), 'INVALID_ARGUMENT');
+      });
+    });
+
     describe('moveHead', () => {
       it('moves the head when the expected head matches, keeping the fork', async () => {
         const { thread, chain } = await threadWithChain(4);

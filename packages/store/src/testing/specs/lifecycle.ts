@@ -119,6 +119,14 @@ export function describeLifecycle(options: StoreConformanceOptions): void {
       });
     });
 
+    it('closes through Symbol.asyncDispose (await using)', async () => {
+      await withFreshStore(options, async (s) => {
+        await s[Symbol.asyncDispose]();
+        await expectCode(() => s.getThread(newId()), 'CLOSED');
+        await s.close();
+      });
+    });
+
     it('closes twice harmlessly', async () => {
       await withFreshStore(options, async (s) => {
         await s.close();

@@ -142,6 +142,58 @@ export function describeSharedData(options: StoreConformanceOptions): void {
     );
 
     it(
+      'queues writers that lock the branch: none loses a compare-and-set (multiProcess)',
+      pair(
+        async (a, b) => {
+          const t = await makeThread(a);
+          const chain = await makeChain(a, t.id, 1);
+          const branch = await a.createBranch({
+            threadId: t.id,
+            name: 'main',
+            headMessageId: chain[0]!.id,
+          });
+          // Locked writers on both stores, racing optimistic ones that may lose.
+          const locked = (s: Store, tag: string) =>
+            s.transaction(async (tx) => {
+              const at = await tx.lockBranch(branch.id);
+              const latest = await tx.getLatestStateCommit(branch.id);
+              await tx.appendStateCommit(
+                { branchId: branch.id, messageId: at.headMessageId, update: { tag } },
+                latest?.version ?? 0,
+              );
+            });
+          const optimistic = async (s: Store, tag: string) => {
+            const latest = await s.getLatestStateCommit(branch.id);
+            await s.appendStateCommit(
+              { branchId: branch.id, messageId: null, update: { tag } },
+              latest?.version ?? 0,
+            );
+          };
+          const results = await Promise.allSettled(
+            Array.from({ length: 24 }, (_, i) =>
+              (i % 3 === 2 ? optimistic : locked)(i % 2 ? a : b, `w${i}`),
+            ),
+          );
+          results.forEach((r, i) => {
+            if (i % 3 !== 2) expect([i, r.status]).toEqual([i, 'fulfilled']);
+            else if (r.status === 'rejected') expect(isCairnError(r.reason, 'CONFLICT')).toBe(true);
+          });
+          const commits = await b.getStateCommits(branch.id);
+          const won = results.filter((r) => r.status === 'fulfilled').length;
+          expect(commits.map((c) => c.version)).toEqual(
+            Array.from({ length: won }, (_, i) => i + 1),
+          );
+          expect(await b.getStateCommits(branch.id)).toHaveLength(won);
+          expect(await b.lockBranch(branch.id, { timeoutMs: 100 })).toEqual(
+            await a.getBranchById(branch.id),
+          );
+        },
+        ['multiProcess', true],
+      ),
+      SLOW_TEST_TIMEOUT,
+    );
+
+    it(
       'lets one of two stores win a head move, a message id and a branch name (multiProcess)',
       pair(
         async (a, b) => {

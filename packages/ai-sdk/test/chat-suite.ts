@@ -1,0 +1,301 @@
+import { defineState, field, isCairnError, reducers } from '@cairn/core';
+import type { Store } from '@cairn/store';
+import { type UIMessage, validateUIMessages } from 'ai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ChatStore, createChatStore } from '../src/index.js';
+import { chatTurn, user } from './chat-route.js';
+
+export interface ChatTestStore {
+  name: string;
+  create: () => Promise<Store>;
+  destroy: (store: Store) => Promise<void>;
+  skip?: string | false;
+}
+
+const AppState = defineState({
+  title: field<string>(),
+  toolsUsed: field<string[]>({ reducer: reducers.union, default: () => [] }),
+});
+
+async function code(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    return isCairnError(e) ? e.code : `not a CairnError: ${String(e)}`;
+  }
+  return 'no error';
+}
+
+async function error(p: Promise<unknown>): Promise<{ code: string; message: string }> {
+  try {
+    await p;
+  } catch (e) {
+    if (isCairnError(e)) return { code: e.code, message: e.message };
+    throw e;
+  }
+  throw new Error('expected a CairnError');
+}
+
+/** JSON as the client would receive it (drops undefined-valued keys). */
+const wire = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
+
+/** The AI SDK chat store on one Cairn store. Each store runs it with one line. */
+export function describeChatStore(s: ChatTestStore): void {
+  describe.skipIf(Boolean(s.skip))(`@cairn/ai-sdk on ${s.name}`, () => {
+    let store: Store;
+    let chats: ChatStore<typeof AppState>;
+
+    beforeAll(async () => {
+      store = await s.create();
+      chats = createChatStore({ store, schema: AppState });
+    });
+    afterAll(async () => {
+      if (store) await s.destroy(store);
+    });
+
+    /** Every message the chat holds on any branch, by Cairn id. */
+    async function storedCount(chatId: string): Promise<number> {
+      const ids = new Set<string>();
+      for (const b of await store.listBranches(chatId)) {
+        if (b.headMessageId === null) continue;
+        for (const m of await store.getChain(b.headMessageId)) ids.add(m.id);
+      }
+      return ids.size;
+    }
+
+    it('saves from onFinish, loads what the AI SDK validates, and appends only what is new', async () => {
+      const chatId = await chats.createChat({ resourceId: 'user-1' });
+      expect(await chats.loadChat(chatId)).toEqual([]);
+
+      const t1 = await chatTurn(chats, chatId, [user('What is a cairn?')], 'A pile of stones.');
+      expect(t1.body).toContain('"type":"text-delta"');
+      expect(t1.saved).toEqual({ branch: 'main', forked: false, saved: 2 });
+      expect(t1.reply.parts).toContainEqual(
+        expect.objectContaining({ type: 'text', text: 'A pile of stones.' }),
+      );
+      const loaded = await chats.loadChat(chatId);
+      expect(loaded).toEqual(wire(t1.messages));
+      expect(await validateUIMessages({ messages: loaded })).toEqual(loaded);
+
+      // The client sends the whole list back with a new question.
+      const t2 = await chatTurn(
+        chats,
+        chatId,
+        [...loaded, user('Who builds them?')],
+        'Hikers, to mark trails.',
+      );
+      expect(t2.saved).toEqual({ branch: 'main', forked: false, saved: 2 });
+      expect(await chats.loadChat(chatId)).toEqual(wire(t2.messages));
+      expect(await storedCount(chatId)).toBe(4);
+
+      // The same list again (a retried request): nothing new, nothing written.
+      expect(await chats.saveChat({ chatId, messages: t2.messages })).toEqual({
+        branch: 'main',
+        forked: false,
+        saved: 0,
+      });
+      expect(await storedCount(chatId)).toBe(4);
+      expect(await chats.loadChat(chatId, { limit: 2 })).toEqual(wire(t2.messages.slice(2)));
+    });
+
+    it('a regenerate forks at the question; the old answer stays on its branch', async () => {
+      const chatId = await chats.createChat();
+      const t1 = await chatTurn(chats, chatId, [user('Name a stone')], 'Granite.');
+      const t2 = await chatTurn(chats, chatId, [...t1.messages, user('Another')], 'Basalt.');
+      // useChat's regenerate(): the list without the last answer, streamed again.
+      const regen = await chatTurn(chats, chatId, t2.messages.slice(0, -1), 'Marble.');
+      expect(regen.saved).toEqual({ branch: 'main-v2', forked: true, saved: 1 });
+      expect(await chats.loadChat(chatId)).toEqual(wire(regen.messages));
+      expect(await storedCount(chatId)).toBe(5); // the shared prefix is stored once
+
+      const versions = await chats.versions(chatId, regen.reply.id);
+      expect(versions.index).toBe(1);
+      expect(versions.versions.map((v) => v.branch)).toEqual(['main', 'main-v2']);
+      expect(versions.versions.map((v) => v.message)).toEqual(wire([t2.reply, regen.reply]));
+      // "version 1 of 2": switch back; the old answer is intact.
+      expect(await chats.switchBranch(chatId, 'main')).toEqual(wire(t2.messages));
+      expect((await chats.versions(chatId, t2.reply.id)).index).toBe(0);
+      expect(await chats.listBranches(chatId)).toEqual([
+        expect.objectContaining({ name: 'main', isActive: true, parent: null }),
+        expect.objectContaining({ name: 'main-v2', isActive: false, parent: 'main' }),
+      ]);
+      // A reload (a new chat store on the same database) sees the same.
+      const again = createChatStore({ store, schema: AppState });
+      expect(await again.loadChat(chatId)).toEqual(wire(t2.messages));
+      expect(await again.switchBranch(chatId, 'main-v2')).toEqual(wire(regen.messages));
+    });
+
+    it('an edit of the first question (same id, new text) forks at the root', async () => {
+      const chatId = await chats.createChat();
+      const q = user('How tall is a cairn?');
+      const t1 = await chatTurn(chats, chatId, [q], 'Knee high, often.');
+      const t2 = await chatTurn(chats, chatId, [...t1.messages, user('And wide?')], 'Wider.');
+      const edited: UIMessage = { ...q, parts: [{ type: 'text', text: 'How old are cairns?' }] };
+      const t3 = await chatTurn(chats, chatId, [edited], 'Thousands of years.');
+      expect(t3.saved).toEqual({ branch: 'main-v2', forked: true, saved: 2 });
+      const loaded = await chats.loadChat(chatId);
+      expect(loaded).toEqual(wire(t3.messages));
+      expect(loaded[0]!.id).toBe(q.id); // the client's id is kept
+      expect(await validateUIMessages({ messages: loaded })).toEqual(loaded);
+      expect(await chats.switchBranch(chatId, 'main')).toEqual(wire(t2.messages));
+      // The edited question has two versions, both roots.
+      const v = await chats.versions(chatId, q.id);
+      expect(v.versions.map((x) => x.message)).toEqual(wire([q, edited]));
+      expect(v.index).toBe(0);
+      expect(await storedCount(chatId)).toBe(6);
+    });
+
+    it('an edit in the middle forks at the message before it; removed messages fork without writing', async () => {
+      const chatId = await chats.createChat();
+      const t1 = await chatTurn(chats, chatId, [user('one')], 'uno');
+      const q2 = user('two');
+      const t2 = await chatTurn(chats, chatId, [...t1.messages, q2], 'dos');
+      const t3 = await chatTurn(chats, chatId, [...t2.messages, user('three')], 'tres');
+      const edited = { ...q2, parts: [{ type: 'text' as const, text: 'zwei' }] };
+      const e = await chatTurn(chats, chatId, [...t1.messages, edited], 'deux');
+      expect(e.saved).toMatchObject({ forked: true, saved: 2 });
+      expect(await chats.loadChat(chatId)).toEqual(wire(e.messages));
+      // The client dropped the last two messages: a branch at the one before, nothing written.
+      const before = await storedCount(chatId);
+      const cut = await chats.saveChat({ chatId, messages: t3.messages.slice(0, 4) });
+      expect(cut.forked).toBe(true);
+      expect(await storedCount(chatId)).toBe(before);
+      expect(await chats.loadChat(chatId)).toEqual(wire(t3.messages.slice(0, 4)));
+      // An empty list: an empty branch; every earlier branch keeps its messages.
+      expect(await chats.saveChat({ chatId, messages: [] })).toMatchObject({
+        forked: true,
+        saved: 0,
+      });
+      expect(await chats.loadChat(chatId)).toEqual([]);
+      expect(await chats.switchBranch(chatId, 'main')).toEqual(wire(t3.messages));
+    });
+
+    it('a changed last message (a tool result added, same id) is a new version of it', async () => {
+      const chatId = await chats.createChat();
+      const t1 = await chatTurn(chats, chatId, [user('weather?')], 'Checking.');
+      const changed = [
+        t1.messages[0]!,
+        { ...t1.reply, metadata: { approved: true } },
+      ] as UIMessage[];
+      expect(await chats.saveChat({ chatId, messages: changed })).toMatchObject({
+        forked: true,
+        saved: 1,
+      });
+      expect(await chats.loadChat(chatId)).toEqual(wire(changed));
+      expect((await chats.versions(chatId, t1.reply.id)).versions).toHaveLength(2);
+    });
+
+    it('thread.state holds app state next to the messages, and forks with them', async () => {
+      const chatId = await chats.createChat({ title: 'stones' });
+      const t1 = await chatTurn(chats, chatId, [user('hi')], 'hello');
+      const thread = await chats.open(chatId);
+      await thread.update({ title: 'Greeting', toolsUsed: ['search'] });
+      await thread.close();
+      await chatTurn(chats, chatId, [...t1.messages, user('more')], 'sure');
+      const after = await chats.open(chatId);
+      expect(after.state).toEqual({ title: 'Greeting', toolsUsed: ['search'] });
+      await after.update({ toolsUsed: ['weather'] });
+      await after.close();
+      // A regenerate of the first answer forks at the question: the state as of then.
+      await chatTurn(chats, chatId, [t1.messages[0]!], 'hey');
+      const forked = await chats.open(chatId);
+      expect(forked.branchName).toBe('main-v2');
+      expect(forked.state).toEqual({ title: undefined, toolsUsed: [] });
+      await forked.close();
+      expect((await chats.getChat(chatId))?.title).toBe('stones');
+    });
+
+    it('concurrent saves of one chat from two requests lose nothing', async () => {
+      const chatId = await chats.createChat();
+      const t1 = await chatTurn(chats, chatId, [user('start')], 'ok');
+      // Six requests continue the same conversation at once, each differently.
+      const lists = Array.from({ length: 6 }, (_, i) => [
+        ...t1.messages,
+        user(`question ${i}`),
+        { id: `answer-${i}`, role: 'assistant', parts: [{ type: 'text', text: `answer ${i}` }] },
+      ]) as UIMessage[][];
+      const results = await Promise.all(
+        lists.map((messages) => chats.saveChat({ chatId, messages })),
+      );
+      expect(results.map((r) => r.saved)).toEqual([2, 2, 2, 2, 2, 2]);
+      // A repeated request finds its list on its branch and writes nothing.
+      for (const messages of [lists[0]!, lists[3]!]) {
+        expect(await chats.saveChat({ chatId, messages })).toMatchObject({
+          saved: 0,
+          forked: false,
+        });
+        expect(await chats.loadChat(chatId)).toEqual(messages);
+      }
+      // Every list is, exactly, one branch of the chat.
+      const branches = await chats.listBranches(chatId);
+      const seen: unknown[] = [];
+      for (const b of branches) {
+        const head = (await store.getBranch(chatId, b.name))!.headMessageId!;
+        seen.push((await store.getChain(head)).map((m) => m.data));
+      }
+      for (const list of lists) expect(seen).toContainEqual(list);
+      expect(await storedCount(chatId)).toBe(2 + 12);
+    });
+
+    it('rejects what the AI SDK would reject, naming the position, before writing', async () => {
+      const chatId = await chats.createChat();
+      const t1 = await chatTurn(chats, chatId, [user('hi')], 'hello');
+      const base = t1.messages;
+      const bad = async (m: unknown) =>
+        error(chats.saveChat({ chatId, messages: [...base, m] as UIMessage[] }));
+      expect(await bad({ role: 'user', parts: [] })).toEqual({
+        code: 'INVALID_ARGUMENT',
+        message: 'messages[2].id must be a non-empty string, got undefined',
+      });
+      expect((await bad({ id: 'x', role: 'tool', parts: [] })).message).toMatch(
+        /^messages\[2\]\.role must be 'system', 'user' or 'assistant', got "tool"/,
+      );
+      expect((await bad({ id: 'x', role: 'user', parts: 'hi' })).message).toBe(
+        'messages[2].parts must be an array',
+      );
+      expect(
+        (await bad({ id: 'x', role: 'user', parts: [], metadata: { at: new Date() } })).message,
+      ).toBe('messages[2].metadata.at: an instance of Date is not plain JSON');
+      expect(
+        (await bad({ id: 'x', role: 'user', parts: [{ type: 'text', text: 1n }] })).message,
+      ).toBe('messages[2].parts[0].text: BigInt is not JSON');
+      expect((await bad(base[0])).message).toMatch(/^messages\[2\]\.id .* appears twice/);
+      // A bad message after an edit: the edit is not half-saved either.
+      const edit = { ...base[0]!, parts: [{ type: 'text', text: 'changed' }] };
+      expect(
+        await code(
+          chats.saveChat({
+            chatId,
+            messages: [
+              edit,
+              { id: 'y', role: 'assistant', parts: [], metadata: { n: Number.NaN } },
+            ] as UIMessage[],
+          }),
+        ),
+      ).toBe('INVALID_ARGUMENT');
+      expect(await code(chats.saveChat({ chatId, messages: 'nope' as never }))).toBe(
+        'INVALID_ARGUMENT',
+      );
+      expect(await chats.loadChat(chatId)).toEqual(wire(base));
+      expect((await chats.listBranches(chatId)).map((b) => b.name)).toEqual(['main']);
+    });
+
+    it('an unknown chat is NOT_FOUND on load unless created; a save creates it', async () => {
+      expect(await code(chats.loadChat('no-such-chat'))).toBe('NOT_FOUND');
+      expect(await code(chats.open('no-such-chat'))).toBe('NOT_FOUND');
+      expect(await code(chats.listBranches('no-such-chat'))).toBe('NOT_FOUND');
+      const id = `chat-${Math.random().toString(36).slice(2)}`;
+      const t = await chatTurn(chats, id, [user('first')], 'reply');
+      expect(t.saved.saved).toBe(2);
+      expect(await chats.loadChat(id)).toEqual(wire(t.messages));
+      expect(await code(chats.createChat({ id }))).toBe('CONFLICT');
+      expect(await code(chats.versions(id, 'not-there'))).toBe('NOT_FOUND');
+      const owned = await chats.createChat({ resourceId: 'user-9' });
+      expect((await chats.listChats({ resourceId: 'user-9' })).items.map((c) => c.id)).toEqual([
+        owned,
+      ]);
+      expect(await chats.deleteChat(owned)).toBe(true);
+      expect(await code(chats.loadChat(owned))).toBe('NOT_FOUND');
+    });
+  });
+}

@@ -1,0 +1,228 @@
+import { isCairnError } from '@cairn/core';
+import type { Store } from '@cairn/store';
+import {
+  Agent,
+  type AgentInputItem,
+  MemorySession,
+  Runner,
+  type Session,
+  setTracingDisabled,
+  tool,
+} from '@openai/agents-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { CairnSession, POPPED_CHECKPOINT } from '../src/index.js';
+import { call, ScriptedModel, ScriptedProvider, say } from './scripted-model.js';
+
+setTracingDisabled(true);
+
+export interface SessionTestStore {
+  name: string;
+  create: () => Promise<Store>;
+  destroy: (store: Store) => Promise<void>;
+  skip?: string | false;
+}
+
+async function code(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    return isCairnError(e) ? `${e.code}: ${e.message}` : `not a CairnError: ${String(e)}`;
+  }
+  return 'no error';
+}
+
+const weather = tool({
+  name: 'get_weather',
+  description: 'The weather in a city',
+  parameters: z.object({ city: z.string() }),
+  execute: async ({ city }) => `Sunny in ${city}`,
+});
+
+/** Four turns of a support chat: plain answers and a tool call, the same on every session. */
+const SCRIPT = [
+  [say('m1', 'Hello! How can I help?')],
+  [call('f1', 'get_weather', { city: 'Paris' })],
+  [say('m2', 'It is sunny in Paris.')],
+  [say('m3', 'You asked about Paris.')],
+  [say('m4', 'Bye!')],
+];
+const TURNS = ['Hi', 'Weather in Paris?', 'What did I ask?', 'Thanks'];
+
+/** Runs the script through the Agents SDK's runner with `session`; returns what the model saw. */
+async function converse(session: Session) {
+  const model = new ScriptedModel(SCRIPT);
+  const runner = new Runner({ modelProvider: new ScriptedProvider(model) });
+  const agent = new Agent({ name: 'support', instructions: 'Be brief.', tools: [weather] });
+  const outputs: unknown[] = [];
+  const snapshots: AgentInputItem[][] = [];
+  for (const input of TURNS) {
+    const result = await runner.run(agent, input, { session });
+    outputs.push(result.finalOutput);
+    snapshots.push(await session.getItems());
+  }
+  return { inputs: model.inputs, outputs, snapshots };
+}
+
+/** The Agents SDK session on one Cairn store, compared with `MemorySession`. */
+export function describeSession(s: SessionTestStore): void {
+  describe.skipIf(Boolean(s.skip))(`@cairn/openai-agents on ${s.name}`, () => {
+    let store: Store;
+    beforeAll(async () => {
+      store = await s.create();
+    });
+    afterAll(async () => {
+      if (store) await s.destroy(store);
+    });
+
+    it('run() over several turns stores and replays exactly what MemorySession does', async () => {
+      const cairn = new CairnSession({ store, resourceId: 'user-1' });
+      const mine = await converse(cairn);
+      const reference = await converse(new MemorySession());
+      expect(mine.outputs).toEqual([
+        'Hello! How can I help?',
+        'It is sunny in Paris.',
+        'You asked about Paris.',
+        'Bye!',
+      ]);
+      expect(mine.outputs).toEqual(reference.outputs);
+      // What the model was sent on every call (history included), and the items after every turn.
+      expect(mine.inputs).toEqual(reference.inputs);
+      expect(mine.snapshots).toEqual(reference.snapshots);
+      expect(mine.snapshots.at(-1)!.length).toBe(10);
+      // A new session object on the same id (a reload) reads the same items.
+      const again = new CairnSession({ store, sessionId: await cairn.getSessionId() });
+      expect(await again.getItems()).toEqual(reference.snapshots.at(-1));
+      const all = reference.snapshots.at(-1)!;
+      for (const limit of [0, 1, 3, 10, 50])
+        expect(await again.getItems(limit)).toEqual(limit === 0 ? [] : all.slice(-limit));
+    });
+
+    it('addItems, popItem, getItems(limit) and clearSession answer as MemorySession does', async () => {
+      const cairn = new CairnSession({ store });
+      const memory = new MemorySession();
+      const item = (i: number): AgentInputItem =>
+        i % 3 === 0
+          ? { role: 'user', content: `question ${i}` }
+          : i % 3 === 1
+            ? {
+                type: 'message',
+                role: 'assistant',
+                status: 'completed',
+                content: [{ type: 'output_text', text: `answer ${i}` }],
+              }
+            : {
+                type: 'function_call_result',
+                name: 'lookup',
+                callId: `c${i}`,
+                status: 'completed',
+                output: { type: 'text', text: `r${i}` },
+              };
+      const both = async <T>(fn: (s: Session) => Promise<T>) => {
+        const [a, b] = [await fn(cairn), await fn(memory)];
+        expect(a).toEqual(b);
+        return a;
+      };
+      await both((s) => s.popItem());
+      await both((s) => s.getItems());
+      await both((s) => s.addItems([item(0), item(1), item(2)]));
+      await both((s) => s.addItems([]));
+      await both((s) => s.addItems([item(3)]));
+      for (const limit of [undefined, 0, 1, 2, 4, 9]) await both((s) => s.getItems(limit));
+      expect(await both((s) => s.popItem())).toEqual(item(3));
+      expect(await both((s) => s.popItem())).toEqual(item(2));
+      await both((s) => s.addItems([item(4), item(5)]));
+      await both((s) => s.getItems());
+      await both((s) => s.clearSession());
+      await both((s) => s.getItems());
+      await both((s) => s.popItem());
+      await both((s) => s.addItems([item(6)]));
+      await both((s) => s.popItem());
+      await both((s) => s.getItems());
+      await both((s) => s.addItems([item(7), item(8)]));
+      await both((s) => s.getItems(1));
+    });
+
+    it('popItem moves the head back; the popped item stays, marked by the checkpoint "popped"', async () => {
+      const session = new CairnSession({ store });
+      await session.addItems([
+        { role: 'user', content: 'a' },
+        { role: 'user', content: 'b' },
+      ]);
+      const thread = await session.openThread();
+      const [, b] = await thread.history();
+      expect(await session.popItem()).toEqual({ role: 'user', content: 'b' });
+      expect((await thread.history()).map((m) => m.data)).toEqual([{ role: 'user', content: 'a' }]);
+      expect(thread.branchName).toBe('main');
+      const popped = await store.getCheckpoint(thread.id, POPPED_CHECKPOINT);
+      expect(popped?.messageId).toBe(b!.id);
+      expect((await store.getMessage(b!.id))?.data).toEqual({ role: 'user', content: 'b' });
+      // Popping the only item left starts an empty branch; that item is marked too.
+      const [a] = await thread.history();
+      expect(await session.popItem()).toEqual({ role: 'user', content: 'a' });
+      expect(await session.getItems()).toEqual([]);
+      expect((await store.getCheckpoint(thread.id, POPPED_CHECKPOINT))?.messageId).toBe(a!.id);
+      await thread.close();
+    });
+
+    it('clearSession starts an empty branch; the old one keeps its items', async () => {
+      const session = new CairnSession({ store });
+      await session.addItems([{ role: 'user', content: 'kept' }]);
+      await session.clearSession();
+      expect(await session.getItems()).toEqual([]);
+      const thread = await session.openThread();
+      const branches = await thread.branches();
+      expect(branches.map((b) => [b.name, b.isActive])).toEqual([
+        ['main', false],
+        ['main-v2', true],
+      ]);
+      expect((await store.getChain(branches[0]!.headMessageId!)).map((m) => m.data)).toEqual([
+        { role: 'user', content: 'kept' },
+      ]);
+      await thread.close();
+    });
+
+    it('concurrent addItems from two session objects lose nothing and keep each batch together', async () => {
+      const a = new CairnSession({ store });
+      const b = new CairnSession({ store, sessionId: await a.getSessionId() });
+      const batch = (who: string, i: number): AgentInputItem[] => [
+        { role: 'user', content: `${who}${i} q` },
+        { role: 'user', content: `${who}${i} r` },
+      ];
+      await Promise.all(
+        Array.from({ length: 5 }, (_, i) => [
+          a.addItems(batch('a', i)),
+          b.addItems(batch('b', i)),
+        ]).flat(),
+      );
+      const items = (await a.getItems()).map((x) => (x as { content: string }).content);
+      expect(items).toHaveLength(20);
+      for (let k = 0; k < 20; k += 2) expect(items[k + 1]).toBe(items[k]!.replace(' q', ' r'));
+      expect(new Set(items).size).toBe(20);
+    });
+
+    it('rejects an item that is not JSON, naming its position, before writing', async () => {
+      const session = new CairnSession({ store });
+      await session.addItems([{ role: 'user', content: 'ok' }]);
+      expect(
+        await code(
+          session.addItems([
+            { role: 'user', content: 'fine' },
+            { role: 'user', content: 'bad', providerData: { at: new Date() } } as AgentInputItem,
+          ]),
+        ),
+      ).toBe('INVALID_ARGUMENT: items[1].providerData.at: an instance of Date is not plain JSON');
+      expect(await code(session.addItems([null as never]))).toBe(
+        'INVALID_ARGUMENT: items[0] must be an object',
+      );
+      expect(await code(session.addItems('x' as never))).toMatch(/^INVALID_ARGUMENT/);
+      expect(await code(session.getItems(1.5))).toMatch(
+        /^INVALID_ARGUMENT: limit must be an integer/,
+      );
+      expect(await session.getItems()).toEqual([{ role: 'user', content: 'ok' }]);
+      // undefined-valued keys are left out, as JSON does.
+      await session.addItems([{ role: 'user', content: 'x', providerData: undefined }]);
+      expect((await session.getItems(1))[0]).toStrictEqual({ role: 'user', content: 'x' });
+    });
+  });
+}
