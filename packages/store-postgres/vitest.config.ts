@@ -4,5 +4,5 @@ import { defineConfig } from 'vitest/config';
 // spawn processes: generous limits, so slowness never reads as failure. The files wait
 // on the database more than they compute, so three run at once even on two cores.
 export default defineConfig({
-  test: { testTimeout: 30_000, hookTimeout: 60_000, maxWorkers: 3, minWorkers: 1 },
+  test: { testTimeout: 90_000, hookTimeout: 180_000, maxWorkers: 3, minWorkers: 1 },
 });

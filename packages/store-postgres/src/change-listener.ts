@@ -1,17 +1,11 @@
 import type { StoreChange } from '@cairn/store';
 import { ident } from './migrations.js';
-import type { PgClientLike } from './queryable.js';
-
-type Notification = { channel: string; payload?: string | undefined };
+import { isPGlite, type PGliteLike, type PgClientLike } from './queryable.js';
 
 /** The NOTIFY payload: one change, and the store instance that made it. */
 export function encodeChange(origin: string, change: StoreChange): string {
-  return JSON.stringify({
-    o: origin,
-    t: change.threadId,
-    k: change.kind,
-    ...(change.branchId ? { b: change.branchId } : {}),
-  });
+  const { threadId: t, kind: k, branchId: b } = change;
+  return JSON.stringify({ o: origin, t, k, ...(b ? { b } : {}) });
 }
 
 function decodeChange(payload: string): { origin: string; change: StoreChange } | null {
@@ -26,47 +20,42 @@ function decodeChange(payload: string): { origin: string; change: StoreChange } 
   }
 }
 
+type Handler = (channel: string, payload: string | undefined) => void;
+
+/** Adds a notification handler to a pg client or PGlite; returns its removal. */
+function onNotification(client: PgClientLike | PGliteLike, handler: Handler): () => void {
+  if (isPGlite(client)) return client.onNotification(handler);
+  const h = (msg: { channel: string; payload?: string | undefined }) =>
+    handler(msg.channel, msg.payload);
+  client.on('notification', h);
+  return () =>
+    client.off ? client.off('notification', h) : client.removeListener?.('notification', h);
+}
+
 /**
  * LISTENs on the schema's channel over one connection and hands other store instances'
- * changes (from any process) to `deliver`. Changes this instance made are delivered
- * locally at commit, so its own notifications are skipped here.
+ * changes (from any process, or from other stores on the same PGlite) to `deliver`;
+ * this instance's own (`origin`) are delivered locally at commit, so they are skipped.
+ * `run` executes LISTEN/UNLISTEN (through the store's queue when the connection is
+ * shared). Returns the stop, which UNLISTENs when asked to (a pg connection that stays
+ * open for its owner; a PGlite instance is one session for every store on it, so it
+ * keeps listening).
  */
-export class ChangeListener {
-  #client: PgClientLike;
-  #run: (sql: string) => Promise<unknown>;
-  #channel: string;
-  #origin: string;
-  #handler: (msg: Notification) => void;
-
-  /** `run` executes LISTEN/UNLISTEN (through the store's queue when the connection is shared). */
-  constructor(
-    client: PgClientLike,
-    run: (sql: string) => Promise<unknown>,
-    channel: string,
-    origin: string,
-    deliver: (change: StoreChange) => void,
-  ) {
-    this.#client = client;
-    this.#run = run;
-    this.#channel = channel;
-    this.#origin = origin;
-    this.#handler = (msg) => {
-      if (msg.channel !== this.#channel || !msg.payload) return;
-      const decoded = decodeChange(msg.payload);
-      if (decoded && decoded.origin !== this.#origin) deliver(decoded.change);
-    };
-  }
-
-  async start(): Promise<void> {
-    this.#client.on('notification', this.#handler);
-    await this.#run(`LISTEN ${ident(this.#channel)}`);
-  }
-
-  /** Stops listening; `unlisten` when the connection stays open for someone else. */
-  async stop(unlisten: boolean): Promise<void> {
-    const c = this.#client;
-    if (c.off) c.off('notification', this.#handler);
-    else c.removeListener?.('notification', this.#handler);
-    if (unlisten) await this.#run(`UNLISTEN ${ident(this.#channel)}`).catch(() => undefined);
-  }
+export async function listenForChanges(
+  client: PgClientLike | PGliteLike,
+  run: (sql: string) => Promise<unknown>,
+  channel: string,
+  origin: string,
+  deliver: (change: StoreChange) => void,
+): Promise<(unlisten: boolean) => Promise<void>> {
+  const off = onNotification(client, (ch, payload) => {
+    const decoded = ch === channel && payload ? decodeChange(payload) : null;
+    if (decoded && decoded.origin !== origin) deliver(decoded.change);
+  });
+  await run(`LISTEN ${ident(channel)}`);
+  return async (unlisten) => {
+    off();
+    if (unlisten && !isPGlite(client))
+      await run(`UNLISTEN ${ident(channel)}`).catch(() => undefined);
+  };
 }

@@ -1,19 +1,16 @@
 import { createHash } from 'node:crypto';
-import { CairnError, newId } from '@cairn/core';
-import { ChangeEmitter, type Store, type StoreCapabilities, type StoreChange } from '@cairn/store';
+import { invalidArgument, isCairnError, unavailable } from '@cairn/core';
+import type { Store } from '@cairn/store';
+import { createStore } from '@cairn/store/adapter';
 import pg from 'pg';
-import { ChangeListener } from './change-listener.js';
-import { Gate } from './gate.js';
-import { ident, migrate } from './migrations.js';
-import { PostgresStore, type StoreCore } from './postgres-store.js';
+import { ident } from './migrations.js';
+import { type DriverConnection, PostgresDriver } from './postgres-driver.js';
 import {
-  driverFailure,
   isPGlite,
   type PGliteLike,
   type PgClientLike,
   type PgPoolLike,
   poolQueryable,
-  type Queryable,
   sessionQueryable,
 } from './queryable.js';
 
@@ -40,13 +37,11 @@ export interface PostgresStoreOptions {
 
 const MAX_IDENTIFIER = 63;
 
-/** The listeners of the open stores on each PGlite instance, by schema. */
-const pgliteEmitters = new WeakMap<object, Map<string, Set<ChangeEmitter>>>();
-
 /**
  * Opens a Cairn store on PostgreSQL (node-postgres) or PGlite, migrating its schema.
  * On a server, `subscribe` also hears other processes' changes (LISTEN/NOTIFY over a
  * connection the store opens for that) and several processes may share the database.
+ * A database that cannot be reached fails with `UNAVAILABLE`.
  *
  * @example
  * ```ts
@@ -65,197 +60,63 @@ export async function createPostgresStore(
   connection: PostgresConnection,
   options: PostgresStoreOptions = {},
 ): Promise<Store> {
-  const schema = options.schema ?? 'cairn';
-  if (
-    typeof schema !== 'string' ||
-    schema.length === 0 ||
-    Buffer.byteLength(schema) > MAX_IDENTIFIER
-  ) {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
-      `schema must be a name of 1 to ${MAX_IDENTIFIER} bytes, got ${JSON.stringify(schema)}`,
-    );
-  }
-  const vectorMode = options.vectorSearch ?? 'auto';
-  if (vectorMode !== 'auto' && vectorMode !== 'exact') {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
-      `vectorSearch must be 'auto' or 'exact', got ${JSON.stringify(vectorMode)}`,
-    );
-  }
-  if (typeof connection !== 'object' || connection === null) {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
-      'createPostgresStore needs { connectionString }, { pool } or { client }',
-    );
-  }
+  const { schema = 'cairn', vectorSearch = 'auto', maxConnections = 10 } = options;
+  if (typeof schema !== 'string' || !schema || Buffer.byteLength(schema) > MAX_IDENTIFIER)
+    throw invalidArgument(`schema must be a name of 1 to ${MAX_IDENTIFIER} bytes`, { schema });
+  if (vectorSearch !== 'auto' && vectorSearch !== 'exact')
+    throw invalidArgument(`vectorSearch must be 'auto' or 'exact'`, { vectorSearch });
+  const channelName = `cairn:${schema}`;
+  const base = {
+    schema,
+    s: ident(schema),
+    channel:
+      Buffer.byteLength(channelName) <= MAX_IDENTIFIER
+        ? channelName
+        : `cairn:${createHash('sha256').update(schema).digest('hex').slice(0, 32)}`,
+    tryVector: vectorSearch === 'auto',
+    pglite: false,
+    durable: true,
+    ownedPool: null,
+  };
 
-  // What the store opened itself, and so must close.
-  let ownedPool: pg.Pool | null = null;
-  let ownedListenClient: pg.Client | null = null;
-  let db: Queryable;
-  let pglite = false;
-  let durable = true;
-  let listenVia: { client: PgClientLike; run: (sql: string) => Promise<unknown> } | null = null;
-  let listenConfig: pg.ClientConfig | null = null;
-
+  const kind = ['connectionString', 'pool', 'client'].find((k) => k in Object(connection));
+  if (!kind)
+    throw invalidArgument('createPostgresStore needs { connectionString }, { pool } or { client }');
+  let c: DriverConnection;
   if ('connectionString' in connection) {
-    if (typeof connection.connectionString !== 'string' || connection.connectionString === '') {
-      throw new CairnError('INVALID_ARGUMENT', 'connectionString must be a non-empty string');
-    }
-    ownedPool = new pg.Pool({
-      connectionString: connection.connectionString,
-      max: options.maxConnections ?? 10,
-    });
+    const { connectionString } = connection;
+    if (typeof connectionString !== 'string' || connectionString === '')
+      throw invalidArgument('connectionString must be a non-empty string');
+    const pool = new pg.Pool({ connectionString, max: maxConnections });
     // An idle connection dropped by the server must not crash the process.
-    ownedPool.on('error', () => undefined);
-    db = poolQueryable(ownedPool as unknown as PgPoolLike);
-    listenConfig = { connectionString: connection.connectionString };
-  } else if ('pool' in connection) {
-    db = poolQueryable(connection.pool);
-    listenConfig = { ...(connection.pool.options ?? {}) } as pg.ClientConfig;
-  } else if ('client' in connection) {
-    const client = connection.client;
-    db = sessionQueryable(client);
-    if (isPGlite(client)) {
-      pglite = true;
-      durable =
-        client.dataDir !== undefined &&
-        client.dataDir !== '' &&
-        !client.dataDir.startsWith('memory://');
-    } else {
-      listenVia = { client, run: (sql) => db.exec(sql) };
-    }
-  } else {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
-      'createPostgresStore needs { connectionString }, { pool } or { client }',
-    );
-  }
-
-  const s = ident(schema);
-  const channel = pglite
-    ? null
-    : Buffer.byteLength(`cairn:${schema}`) <= MAX_IDENTIFIER
-      ? `cairn:${schema}`
-      : `cairn:${createHash('sha256').update(schema).digest('hex').slice(0, 32)}`;
-  const emitter = new ChangeEmitter();
-  // On PGlite every store of one instance and schema shares the database, so a change
-  // made through one is told to the listeners of all of them (a server uses NOTIFY).
-  let siblings: Set<ChangeEmitter> | null = null;
-  if (pglite && 'client' in connection) {
-    let bySchema = pgliteEmitters.get(connection.client);
-    if (!bySchema) {
-      bySchema = new Map();
-      pgliteEmitters.set(connection.client, bySchema);
-    }
-    siblings = bySchema.get(schema) ?? new Set();
-    bySchema.set(schema, siblings);
-  }
-  let listener: ChangeListener | null = null;
-
-  const deliver = (change: StoreChange) => emitter.emit(change);
-  let closing = false;
-  /**
-   * LISTENs on a connection of the store's own. Should that connection drop (a server
-   * restart, a network blip), it reconnects after a second, until the store closes;
-   * changes made while it was down are not heard.
-   */
-  const listenOwned = async (config: pg.ClientConfig, ch: string): Promise<void> => {
-    const client = new pg.Client(config);
-    let retried = false;
-    const retry = () => {
-      if (retried || closing) return;
-      retried = true;
-      if (ownedListenClient === client) ownedListenClient = null;
-      client.end().catch(() => undefined);
-      setTimeout(() => {
-        if (!closing) listenOwned(config, ch).catch(retry);
-      }, 1000).unref();
+    pool.on('error', () => undefined);
+    c = {
+      ...base,
+      db: poolQueryable(pool as unknown as PgPoolLike),
+      ownedPool: pool,
+      listen: { config: { connectionString } },
     };
-    client.on('error', retry);
-    client.on('end', retry);
-    await client.connect();
-    ownedListenClient = client;
-    listener = new ChangeListener(
-      client as unknown as PgClientLike,
-      (sql) => client.query(sql),
-      ch,
-      core.origin,
-      deliver,
-    );
-    await listener.start();
-  };
-
-  const closeOwned = async () => {
-    closing = true;
-    if (listener) await listener.stop(ownedListenClient === null).catch(() => undefined);
-    listener = null;
-    if (ownedListenClient) await ownedListenClient.end().catch(() => undefined);
-    ownedListenClient = null;
-    if (ownedPool) await ownedPool.end().catch(() => undefined);
-    ownedPool = null;
-  };
-
-  const capabilities: StoreCapabilities = Object.freeze({
-    vectorSearch: 'exact',
-    notifications: pglite ? 'process' : 'cluster',
-    multiProcess: !pglite,
-    durable,
-  });
-  const core: StoreCore = {
-    db,
-    gate: new Gate(),
-    s,
-    vector: null,
-    channel,
-    origin: newId(),
-    emitter,
-    broadcast: (change) => {
-      if (!siblings) emitter.emit(change);
-      else for (const e of siblings) e.emit(change);
-    },
-    capabilities,
-    closed: false,
-    indexedWidth: null,
-    migrate: async () => {
-      const support = await migrate(db, schema, vectorMode === 'auto');
-      core.vector = vectorMode === 'auto' ? support : null;
-      core.indexedWidth = null;
-    },
-    close: async () => {
-      if (core.closed) return;
-      core.closed = true;
-      emitter.clear();
-      siblings?.delete(emitter);
-      await core.gate.exclusive(closeOwned);
-    },
-  };
-
-  try {
-    await core.migrate();
-    if (channel) {
-      if (listenConfig) {
-        await listenOwned(listenConfig, channel);
-      } else {
-        listener = new ChangeListener(
-          listenVia!.client,
-          listenVia!.run,
-          channel,
-          core.origin,
-          deliver,
-        );
-        await listener.start();
-      }
-    }
-  } catch (e) {
-    await closeOwned();
-    throw driverFailure(e);
+  } else if ('pool' in connection) {
+    const config = { ...(connection.pool.options ?? {}) } as pg.ClientConfig;
+    c = { ...base, db: poolQueryable(connection.pool), listen: { config } };
+  } else {
+    const { client } = connection;
+    const dir = isPGlite(client) ? client.dataDir : undefined;
+    c = {
+      ...base,
+      db: sessionQueryable(client),
+      pglite: isPGlite(client),
+      durable: !isPGlite(client) || (!!dir && !dir.startsWith('memory://')),
+      listen: { client },
+    };
   }
-  core.capabilities = Object.freeze({
-    ...capabilities,
-    vectorSearch: core.vector ? 'approximate' : 'exact',
-  });
-  siblings?.add(emitter);
-  return new PostgresStore(core);
+
+  const driver = new PostgresDriver(c);
+  try {
+    await driver.open();
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw isCairnError(e) ? e : unavailable(`could not open the Postgres store: ${why}`, e);
+  }
+  return createStore(driver);
 }

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { CairnError, isCairnError } from '@cairn/core';
 import { AsyncLock } from '@cairn/store';
 
 export type Row = Record<string, unknown>;
@@ -29,46 +28,36 @@ export interface PgQueryConfig {
 }
 
 type PgResult = Promise<{ rows: unknown[]; rowCount: number | null }>;
-
 // Optional members say `| undefined` so that real pg and PGlite objects are assignable
 // under `exactOptionalPropertyTypes`.
+type NotificationListener = (msg: { channel: string; payload?: string | undefined }) => void;
 
-/** The parts of a node-postgres `Pool` the store uses. */
-export interface PgPoolLike {
+interface PgQueryable {
   query(text: string, values?: unknown[]): PgResult;
   query(config: PgQueryConfig): PgResult;
+}
+
+/** The parts of a node-postgres `Pool` the store uses. */
+export interface PgPoolLike extends PgQueryable {
   connect(): Promise<PgClientLike & { release(err?: Error | boolean): void }>;
   end(): Promise<void>;
   readonly options?: object | undefined;
 }
 
 /** The parts of a node-postgres `Client` (or `PoolClient`) the store uses. */
-export interface PgClientLike {
-  query(text: string, values?: unknown[]): PgResult;
-  query(config: PgQueryConfig): PgResult;
-  on(
-    event: 'notification',
-    listener: (msg: { channel: string; payload?: string | undefined }) => void,
-  ): unknown;
-  off?(
-    event: 'notification',
-    listener: (msg: { channel: string; payload?: string | undefined }) => void,
-  ): unknown;
-  removeListener?(
-    event: 'notification',
-    listener: (msg: { channel: string; payload?: string | undefined }) => void,
-  ): unknown;
+export interface PgClientLike extends PgQueryable {
+  on(event: 'notification', listener: NotificationListener): unknown;
+  off?: ((event: 'notification', listener: NotificationListener) => unknown) | undefined;
+  removeListener?: ((event: 'notification', listener: NotificationListener) => unknown) | undefined;
 }
 
 /** The parts of a PGlite instance the store uses. */
 export interface PGliteLike {
-  query<T>(
-    text: string,
-    params?: unknown[],
-  ): Promise<{ rows: T[]; affectedRows?: number | undefined }>;
+  query<T>(text: string, params?: unknown[]): Promise<{ rows: T[]; affectedRows?: number }>;
   exec(text: string): Promise<unknown>;
   transaction<T>(fn: (tx: unknown) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+  onNotification(callback: (channel: string, payload: string) => void): () => void;
   readonly closed?: boolean | undefined;
   readonly dataDir?: string | undefined;
 }
@@ -88,39 +77,11 @@ export function isPGlite(client: unknown): client is PGliteLike {
 
 /** The SQLSTATE of a driver failure (`23505`, `3D000`, ...), if it has one. */
 export function sqlState(e: unknown): string | undefined {
-  const code = (isCairnError(e, 'UNAVAILABLE') ? e.cause : e) as { code?: unknown } | null;
-  return typeof code?.code === 'string' && /^[0-9A-Z]{5}$/.test(code.code) ? code.code : undefined;
-}
-
-/**
- * A failure of the database or its driver (unreachable, a database that does not exist,
- * a closed client, a statement it refused) as a CairnError: code `UNAVAILABLE`, the
- * driver's error as `cause` and its SQLSTATE in `details`. CairnErrors pass unchanged.
- */
-export function driverFailure(e: unknown): CairnError {
-  if (isCairnError(e)) return e;
-  const state = sqlState(e);
-  const reason = e instanceof Error ? e.message : String(e);
   const code = (e as { code?: unknown } | null)?.code;
-  return new CairnError('UNAVAILABLE', `PostgreSQL: ${reason}`, {
-    cause: e,
-    details: state ? { sqlState: state } : typeof code === 'string' ? { code } : {},
-  });
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
-/** Runs one driver call, its failure as a driver failure. */
-async function guarded<T>(call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (e) {
-    throw driverFailure(e);
-  }
-}
-
-type Session = {
-  query(text: string, params?: unknown[]): Promise<QueryResult>;
-  exec(text: string): Promise<void>;
-};
+type Session = Pick<Queryable, 'query' | 'exec'>;
 
 const statementNames = new Map<string, string>();
 
@@ -137,58 +98,47 @@ function named(text: string, values: unknown[]): PgQueryConfig {
   return { name, text, values };
 }
 
-function pgSession(client: Pick<PgClientLike, 'query'>): Session {
+function pgSession(client: PgQueryable): Session {
   return {
-    query: (text, params) =>
-      guarded(async () => {
-        const r = await (params ? client.query(named(text, params)) : client.query(text));
-        return { rows: r.rows as Row[], rowCount: r.rowCount ?? 0 };
-      }),
-    exec: (text) => guarded(async () => void (await client.query(text))),
+    async query<R>(text: string, params?: unknown[]) {
+      const r = await (params ? client.query(named(text, params)) : client.query(text));
+      return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
+    },
+    async exec(text) {
+      await client.query(text);
+    },
   };
 }
 
 function pgliteSession(db: PGliteLike): Session {
   return {
-    query: (text, params) =>
-      guarded(async () => {
-        const r = await db.query<Row>(text, params);
-        return { rows: r.rows, rowCount: Math.max(r.rows.length, r.affectedRows ?? 0) };
-      }),
-    exec: (text) => guarded(async () => void (await db.exec(text))),
+    async query<R>(text: string, params?: unknown[]) {
+      const r = await db.query<R>(text, params);
+      return { rows: r.rows, rowCount: Math.max(r.rows.length, r.affectedRows ?? 0) };
+    },
+    async exec(text) {
+      await db.exec(text);
+    },
   };
 }
 
 /** A queryable bound to one connection that is inside a transaction (depth > 0 = savepoints). */
-class InTransaction implements Queryable {
-  #session: Session;
-  #depth: number;
-
-  constructor(session: Session, depth: number) {
-    this.#session = session;
-    this.#depth = depth;
-  }
-
-  query<R = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
-    return this.#session.query(text, params) as Promise<QueryResult<R>>;
-  }
-
-  exec(text: string): Promise<void> {
-    return this.#session.exec(text);
-  }
-
-  async transaction<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
-    const name = `cairn_sp_${this.#depth}`;
-    await this.#session.exec(`SAVEPOINT ${name}`);
-    try {
-      const result = await fn(new InTransaction(this.#session, this.#depth + 1));
-      await this.#session.exec(`RELEASE SAVEPOINT ${name}`);
-      return result;
-    } catch (e) {
-      await this.#session.exec(`ROLLBACK TO SAVEPOINT ${name}`);
-      throw e;
-    }
-  }
+function inTransaction(session: Session, depth = 0): Queryable {
+  return {
+    ...session,
+    async transaction(fn) {
+      const name = `cairn_sp_${depth}`;
+      await session.exec(`SAVEPOINT ${name}`);
+      try {
+        const result = await fn(inTransaction(session, depth + 1));
+        await session.exec(`RELEASE SAVEPOINT ${name}`);
+        return result;
+      } catch (e) {
+        await session.exec(`ROLLBACK TO SAVEPOINT ${name}`);
+        throw e;
+      }
+    },
+  };
 }
 
 /** Thrown-through marker: the connection could not roll back and must not be reused. */
@@ -198,7 +148,7 @@ async function runTransaction<T>(session: Session, fn: (q: Queryable) => Promise
   await session.exec('BEGIN');
   let result: T;
   try {
-    result = await fn(new InTransaction(session, 0));
+    result = await fn(inTransaction(session));
   } catch (e) {
     try {
       await session.exec('ROLLBACK');
@@ -213,13 +163,10 @@ async function runTransaction<T>(session: Session, fn: (q: Queryable) => Promise
 
 /** A pool: each transaction borrows a connection of its own. */
 export function poolQueryable(pool: PgPoolLike): Queryable {
-  const session = pgSession(pool);
   return {
-    query: <R>(text: string, params?: unknown[]) =>
-      session.query(text, params) as Promise<QueryResult<R>>,
-    exec: (text) => session.exec(text),
+    ...pgSession(pool),
     async transaction(fn) {
-      const client = await guarded(() => pool.connect());
+      const client = await pool.connect();
       try {
         const result = await runTransaction(pgSession(client), fn);
         client.release();
@@ -246,35 +193,15 @@ const connectionLocks = new WeakMap<object, AsyncLock>();
  */
 export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
   if (isPGlite(client)) {
-    const session = pgliteSession(client);
     return {
-      query: <R>(text: string, params?: unknown[]) =>
-        session.query(text, params) as Promise<QueryResult<R>>,
-      exec: (text) => session.exec(text),
-      async transaction(fn) {
-        // PGlite's own failures (BEGIN, COMMIT, a closed instance) are driver failures;
-        // what `fn` throws passes through as it is.
-        const thrown: unknown[] = [];
-        try {
-          return await client.transaction((tx) =>
-            fn(new InTransaction(pgliteSession(tx as PGliteLike), 0)).catch((e: unknown) => {
-              thrown.push(e);
-              throw e;
-            }),
-          );
-        } catch (e) {
-          throw thrown.includes(e) ? e : driverFailure(e);
-        }
-      },
+      ...pgliteSession(client),
+      transaction: (fn) =>
+        client.transaction((tx) => fn(inTransaction(pgliteSession(tx as PGliteLike)))),
     };
   }
   const session = pgSession(client);
-  let lock = connectionLocks.get(client);
-  if (!lock) {
-    lock = new AsyncLock();
-    connectionLocks.set(client, lock);
-  }
-  const turn = lock;
+  const turn = connectionLocks.get(client) ?? new AsyncLock();
+  connectionLocks.set(client, turn);
   return {
     query<R>(text: string, params?: unknown[]) {
       return turn.run(() => session.query(text, params)) as Promise<QueryResult<R>>;

@@ -29,14 +29,14 @@ describeServer('driver failures on the server are UNAVAILABLE', () => {
     const e = await unavailable(
       createPostgresStore({ connectionString: 'postgres://postgres@127.0.0.1:1/test' }),
     );
-    expect(e.details).toEqual({ code: 'ECONNREFUSED' });
+    expect((e.cause as { code?: string }).code).toBe('ECONNREFUSED');
   });
 
   it('a database that does not exist', async () => {
     const e = await unavailable(
       createPostgresStore({ connectionString: elsewhere('cairn_no_such_database') }),
     );
-    expect(e.details).toEqual({ sqlState: '3D000' });
+    expect((e.cause as { code?: string }).code).toBe('3D000');
   });
 
   it('a pool its owner ended while the store was open, for reads, writes and transactions', async () => {

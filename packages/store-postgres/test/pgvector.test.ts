@@ -5,7 +5,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
-import { hnswSearchSql } from '../src/postgres-store.js';
+import { hnswSearchSql } from '../src/postgres-session.js';
 
 /** The same data on every run. */
 const rng = (seed: number) => new Rng(seed);
@@ -139,13 +139,9 @@ describe('pgvector (HNSW) on PGlite against the exact scan and brute force', () 
 
   it('runs the candidate query as a scan of the HNSW index', async () => {
     const query = rng(7).vector(DIMS);
-    const sql = hnswSearchSql('"vec_hnsw"', '"public"', DIMS, {
-      vector: query,
-      filter: {},
-      limit: 10,
-    });
+    const sql = hnswSearchSql('"vec_hnsw"', '"public"', DIMS, query, {}, 26);
     // An HNSW index scan yields at most ef_search rows when iterative scans are off; a
-    // sequential scan would yield all 18 asked for. (EXPLAIN would say so directly, but
+    // sequential scan would yield all 26 asked for. (EXPLAIN would say so directly, but
     // crashes PGlite 0.3.16's WASM here.)
     const rows = await db.transaction(async (tx) => {
       await tx.query(
@@ -153,7 +149,7 @@ describe('pgvector (HNSW) on PGlite against the exact scan and brute force', () 
       );
       return (await tx.query(sql.text, sql.params)).rows;
     });
-    expect(sql.params[1]).toBe(18);
+    expect(sql.params[1]).toBe(26);
     expect(rows.length).toBeLessThanOrEqual(1);
     // The same query with the store's settings fills the limit.
     expect(await hnsw.searchMemories({ vector: query, limit: 10 })).toHaveLength(10);

@@ -1,0 +1,138 @@
+import { type CairnError, conflict, newId } from '@cairn/core';
+import type { StoreCapabilities, StoreChange } from '@cairn/store';
+import type { Driver, DriverSession, SessionOptions } from '@cairn/store/adapter';
+import pg from 'pg';
+import { listenForChanges } from './change-listener.js';
+import { migrate } from './migrations.js';
+import { PostgresSession, type SessionContext } from './postgres-session.js';
+import { type PGliteLike, type PgClientLike, type Queryable, sqlState } from './queryable.js';
+
+/** How the driver reaches the database, and what it opened itself (and so must close). */
+export interface DriverConnection {
+  db: Queryable;
+  schema: string;
+  /** The quoted schema. */
+  s: string;
+  channel: string;
+  tryVector: boolean;
+  pglite: boolean;
+  durable: boolean;
+  /** A pool the store opened: ended on close. */
+  ownedPool: pg.Pool | null;
+  /** Where to LISTEN: a connection of the store's own (`config`), or the given client. */
+  listen: { config: pg.ClientConfig } | { client: PgClientLike | PGliteLike };
+}
+
+/**
+ * The Postgres driver: SQL over a pg pool, a pg client or PGlite. Write sessions are
+ * transactions; read sessions run each statement on whatever connection is free.
+ */
+export class PostgresDriver implements Driver {
+  readonly #c: DriverConnection;
+  readonly #context: SessionContext;
+  #onChange: ((change: StoreChange) => void) | null = null;
+  #stopListening: ((unlisten: boolean) => Promise<void>) | null = null;
+  #listenClient: pg.Client | null = null;
+  #closing = false;
+
+  constructor(c: DriverConnection) {
+    this.#c = c;
+    this.#context = {
+      s: c.s,
+      vector: null,
+      indexedWidth: null,
+      channel: c.channel,
+      origin: newId(),
+    };
+  }
+
+  get capabilities(): StoreCapabilities {
+    return Object.freeze({
+      vectorSearch: this.#context.vector ? 'approximate' : 'exact',
+      notifications: this.#c.pglite ? 'process' : 'cluster',
+      multiProcess: !this.#c.pglite,
+      durable: this.#c.durable,
+    });
+  }
+
+  /** Migrates and starts listening; on failure releases what it opened and rethrows. */
+  async open(): Promise<void> {
+    try {
+      await this.migrate();
+      const l = this.#c.listen;
+      if ('config' in l) await this.#listenOwned(l.config);
+      else await this.#startListener(l.client, (sql) => this.#c.db.exec(sql));
+    } catch (e) {
+      await this.close();
+      throw e;
+    }
+  }
+
+  run<T>(fn: (session: DriverSession) => Promise<T>, options: SessionOptions): Promise<T> {
+    if (!options.write) return fn(new PostgresSession(this.#c.db, this.#context));
+    return this.#c.db.transaction((q) => fn(new PostgresSession(q, this.#context)));
+  }
+
+  async migrate(): Promise<void> {
+    const support = await migrate(this.#c.db, this.#c.schema, this.#c.tryVector);
+    this.#context.vector = this.#c.tryVector ? support : null;
+    this.#context.indexedWidth = null;
+  }
+
+  /** A unique violation is another writer taking the same id between check and insert. */
+  translateError(error: unknown): CairnError | undefined {
+    if (sqlState(error) !== '23505') return undefined;
+    return conflict('another writer took an id of this call meanwhile; nothing was stored', {
+      constraint: (error as { constraint?: string }).constraint,
+    });
+  }
+
+  listen(onChange: (change: StoreChange) => void): () => void {
+    this.#onChange = onChange;
+    return () => {
+      this.#onChange = null;
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#closing = true;
+    await this.#stopListening?.(this.#listenClient === null).catch(() => undefined);
+    this.#stopListening = null;
+    await this.#listenClient?.end().catch(() => undefined);
+    this.#listenClient = null;
+    await this.#c.ownedPool?.end().catch(() => undefined);
+  }
+
+  async #startListener(
+    client: PgClientLike | PGliteLike,
+    run: (sql: string) => Promise<unknown>,
+  ): Promise<void> {
+    const deliver = (change: StoreChange) => this.#onChange?.(change);
+    const { channel, origin } = this.#context;
+    this.#stopListening = await listenForChanges(client, run, channel, origin, deliver);
+  }
+
+  /**
+   * LISTENs on a connection of the store's own. Should it drop (a server restart, a
+   * network blip), it reconnects after a second, until the store closes; changes made
+   * while it was down are not heard.
+   */
+  async #listenOwned(config: pg.ClientConfig): Promise<void> {
+    const client = new pg.Client(config);
+    let retried = false;
+    const retry = () => {
+      if (retried || this.#closing) return;
+      retried = true;
+      if (this.#listenClient === client) this.#listenClient = null;
+      client.end().catch(() => undefined);
+      setTimeout(() => {
+        if (!this.#closing) this.#listenOwned(config).catch(retry);
+      }, 1000).unref();
+    };
+    client.on('error', retry);
+    client.on('end', retry);
+    await client.connect();
+    this.#listenClient = client;
+    await this.#startListener(client as unknown as PgClientLike, (sql) => client.query(sql));
+  }
+}

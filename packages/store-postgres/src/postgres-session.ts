@@ -1,0 +1,761 @@
+import type {
+  Branch,
+  Checkpoint,
+  JsonObject,
+  Lease,
+  Memory,
+  Message,
+  StateCommit,
+  Thread,
+  Turn,
+} from '@cairn/core';
+import type { EmbeddingSpace, MemoryFilter, StoreChange } from '@cairn/store';
+import type {
+  DriverSession,
+  KeywordCandidate,
+  LatestCommitConditions,
+  MemoryRow,
+  MessageBatchLookup,
+  StateCommitDraft,
+  ThreadRow,
+} from '@cairn/store/adapter';
+import { encodeChange } from './change-listener.js';
+import { searchQuery, searchVector } from './keyword-index.js';
+import type { VectorSupport } from './migrations.js';
+import type { Queryable, Row } from './queryable.js';
+import {
+  BRANCH,
+  CHECKPOINT,
+  COMMIT,
+  floatArray,
+  LEASE,
+  MEMORY,
+  MESSAGE,
+  norm,
+  THREAD,
+  TURN,
+  vectorLiteral,
+} from './rows.js';
+
+/** What every session of one store shares. */
+export interface SessionContext {
+  /** The quoted schema. */
+  s: string;
+  /** pgvector's quoted schema when the HNSW path is in use, else null. */
+  vector: VectorSupport | null;
+  /** The embedding width for which the HNSW index is known to exist. */
+  indexedWidth: number | null;
+  /** The NOTIFY channel and this store's origin in the payloads. */
+  channel: string;
+  origin: string;
+}
+
+/** BM25's parameters, the reference store's. */
+const BM25_K1 = 1.2;
+const BM25_B = 0.75;
+
+/** One session's SQL, over a connection (read) or an open transaction (write). */
+export class PostgresSession implements DriverSession {
+  readonly #q: Queryable;
+  readonly #c: SessionContext;
+  readonly #s: string;
+
+  constructor(q: Queryable, context: SessionContext) {
+    this.#q = q;
+    this.#c = context;
+    this.#s = context.s;
+  }
+
+  async #rows(sql: string, params: unknown[] = []): Promise<Row[]> {
+    return (await this.#q.query(sql, params)).rows;
+  }
+
+  async #one<T>(sql: string, params: unknown[], map: (r: Row) => T): Promise<T | null> {
+    const row = (await this.#rows(sql, params))[0];
+    return row ? map(row) : null;
+  }
+
+  /** The first row of `table` meeting `where`, decoded. */
+  #find<T>(
+    t: { columns: string; decode: (r: Row) => T },
+    table: string,
+    where: string,
+    params: unknown[],
+  ) {
+    return this.#one(
+      `SELECT ${t.columns} FROM ${this.#s}.${table} WHERE ${where}`,
+      params,
+      t.decode,
+    );
+  }
+
+  async #count(sql: string, params: unknown[]): Promise<number> {
+    return (await this.#q.query(sql, params)).rowCount;
+  }
+
+  savepoint<T>(fn: () => Promise<T>): Promise<T> {
+    return this.#q.transaction(fn);
+  }
+
+  /** NOTIFY, delivered by Postgres at commit; identical payloads of one transaction fold. */
+  async publish(changes: StoreChange[]): Promise<void> {
+    await this.#q.query('SELECT pg_notify($1, x) FROM unnest($2::text[]) AS x', [
+      this.#c.channel,
+      changes.map((c) => encodeChange(this.#c.origin, c)),
+    ]);
+  }
+
+  // ---------------------------------------------------------------- threads
+
+  async insertThread(t: Thread): Promise<boolean> {
+    const n = await this.#count(
+      `INSERT INTO ${this.#s}.threads (id, resource_id, title, metadata, created_at, updated_at)
+       VALUES ($1, $2, $3, $4::jsonb, $5, $6) ON CONFLICT (id) DO NOTHING`,
+      [t.id, t.resourceId, t.title, JSON.stringify(t.metadata), t.createdAt, t.updatedAt],
+    );
+    return n > 0;
+  }
+
+  getThread(id: string): Promise<Thread | null> {
+    return this.#find(THREAD, 'threads', 'id = $1', [id]);
+  }
+
+  updateThread(
+    id: string,
+    patch: { title?: string | null; metadata?: JsonObject },
+    updatedAt: number,
+  ): Promise<Thread | null> {
+    return this.#one(
+      `UPDATE ${this.#s}.threads SET title = CASE WHEN $2 THEN $3 ELSE title END,
+         metadata = COALESCE($4::jsonb, metadata), updated_at = $5
+       WHERE id = $1 RETURNING ${THREAD.columns}`,
+      [
+        id,
+        patch.title !== undefined,
+        patch.title ?? null,
+        patch.metadata === undefined ? null : JSON.stringify(patch.metadata),
+        updatedAt,
+      ],
+      THREAD.decode,
+    );
+  }
+
+  async listThreads(q: {
+    resourceId?: string;
+    beforeSeq?: number;
+    limit: number;
+  }): Promise<ThreadRow[]> {
+    const rows = await this.#rows(
+      `SELECT ${THREAD.columns}, seq FROM ${this.#s}.threads
+       WHERE ($1::text IS NULL OR resource_id = $1) AND ($2::bigint IS NULL OR seq < $2)
+       ORDER BY seq DESC LIMIT $3`,
+      [q.resourceId ?? null, q.beforeSeq ?? null, q.limit],
+    );
+    return rows.map((r) => ({ thread: THREAD.decode(r), seq: Number(r.seq) }));
+  }
+
+  async deleteThread(id: string): Promise<boolean> {
+    // The thread row first: that waits for message batches being added to it (they
+    // hold a key share lock on it). Branches, their commits and checkpoints cascade;
+    // messages and turns carry no foreign key to the thread.
+    if ((await this.#count(`DELETE FROM ${this.#s}.threads WHERE id = $1`, [id])) === 0)
+      return false;
+    await this.#q.query(`DELETE FROM ${this.#s}.messages WHERE thread_id = $1`, [id]);
+    await this.#q.query(`DELETE FROM ${this.#s}.turns WHERE thread_id = $1`, [id]);
+    return true;
+  }
+
+  // ---------------------------------------------------------------- messages
+
+  /**
+   * Called in write sessions: the threads found stay key-share locked until commit,
+   * so none is deleted under the batch (messages carry no per-row foreign key).
+   */
+  async lookupMessageBatch(ids: {
+    threadIds: string[];
+    messageIds: string[];
+  }): Promise<MessageBatchLookup> {
+    const s = this.#s;
+    // Joins on unnest (one index probe per id) rather than `id = ANY(...)`, which a plan
+    // made while the table was small turns into a scan of every row.
+    const rows = await this.#rows(
+      `WITH th AS (
+         SELECT t.id FROM unnest($1::text[]) AS k(id) JOIN ${s}.threads t ON t.id = k.id FOR KEY SHARE OF t)
+       SELECT id, NULL AS thread_id, NULL::integer AS depth FROM th
+       UNION ALL
+       SELECT m.id, m.thread_id, m.depth FROM unnest($2::text[]) AS k(id) JOIN ${s}.messages m ON m.id = k.id`,
+      [ids.threadIds, ids.messageIds],
+    );
+    const found: MessageBatchLookup = { threadIds: new Set(), messages: new Map() };
+    for (const r of rows) {
+      if (r.thread_id === null) found.threadIds.add(r.id as string);
+      else
+        found.messages.set(r.id as string, {
+          threadId: r.thread_id as string,
+          depth: r.depth as number,
+        });
+    }
+    return found;
+  }
+
+  async insertMessages(messages: Message[]): Promise<void> {
+    await this.#q.query(
+      `INSERT INTO ${this.#s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth)
+       SELECT id, thread_id, parent_id, role, type, data::jsonb, created_at, depth
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::int[])
+         AS u(id, thread_id, parent_id, role, type, data, created_at, depth)`,
+      [
+        messages.map((m) => m.id),
+        messages.map((m) => m.threadId),
+        messages.map((m) => m.parentId),
+        messages.map((m) => m.role),
+        messages.map((m) => m.type),
+        messages.map((m) => JSON.stringify(m.data)),
+        messages.map((m) => m.createdAt),
+        messages.map((m) => m.depth),
+      ],
+    );
+  }
+
+  getMessage(id: string): Promise<Message | null> {
+    return this.#find(MESSAGE, 'messages', 'id = $1', [id]);
+  }
+
+  async getChain(headId: string, minDepth: number, maxDepth: number): Promise<Message[]> {
+    const s = this.#s;
+    // From the head toward the root, stopping at the lowest depth wanted.
+    const rows = await this.#rows(
+      `WITH RECURSIVE chain AS (
+         SELECT ${MESSAGE.columns} FROM ${s}.messages WHERE id = $1
+         UNION ALL
+         SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
+         FROM ${s}.messages m JOIN chain c ON m.id = c.parent_id WHERE c.depth > $2)
+       SELECT ${MESSAGE.columns} FROM chain WHERE depth BETWEEN $2 AND $3 ORDER BY depth`,
+      [headId, minDepth, maxDepth],
+    );
+    return rows.map(MESSAGE.decode);
+  }
+
+  // ---------------------------------------------------------------- branches
+
+  insertBranch(b: Omit<Branch, 'seq' | 'isActive'>): Promise<Branch | null> {
+    return this.#one(
+      `INSERT INTO ${this.#s}.branches (id, thread_id, name, head_message_id, is_active, created_at, fork_message_id, parent_branch_id)
+       VALUES ($1, $2, $3, $4, false, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING ${BRANCH.columns}`,
+      [b.id, b.threadId, b.name, b.headMessageId, b.createdAt, b.forkMessageId, b.parentBranchId],
+      BRANCH.decode,
+    );
+  }
+
+  getBranchById(id: string): Promise<Branch | null> {
+    return this.#find(BRANCH, 'branches', 'id = $1', [id]);
+  }
+
+  getBranch(threadId: string, name: string): Promise<Branch | null> {
+    return this.#find(BRANCH, 'branches', 'thread_id = $1 AND name = $2', [threadId, name]);
+  }
+
+  async listBranches(threadId: string): Promise<Branch[]> {
+    const rows = await this.#rows(
+      `SELECT ${BRANCH.columns} FROM ${this.#s}.branches WHERE thread_id = $1 ORDER BY seq`,
+      [threadId],
+    );
+    return rows.map(BRANCH.decode);
+  }
+
+  getActiveBranch(threadId: string): Promise<Branch | null> {
+    return this.#find(BRANCH, 'branches', 'thread_id = $1 AND is_active', [threadId]);
+  }
+
+  async setActiveBranch(threadId: string, branchId: string): Promise<Branch | null> {
+    const s = this.#s;
+    // The thread's row lock serializes activations; two statements, because the
+    // one-active-branch index is checked row by row.
+    await this.#q.query(`SELECT 1 FROM ${s}.threads WHERE id = $1 FOR UPDATE`, [threadId]);
+    await this.#q.query(
+      `UPDATE ${s}.branches SET is_active = false WHERE thread_id = $1 AND is_active AND id <> $2`,
+      [threadId, branchId],
+    );
+    return this.#one(
+      `UPDATE ${s}.branches SET is_active = true WHERE id = $1 AND thread_id = $2 RETURNING ${BRANCH.columns}`,
+      [branchId, threadId],
+      BRANCH.decode,
+    );
+  }
+
+  moveHead(branchId: string, expectedHeadId: string | null, newHeadId: string) {
+    const s = this.#s;
+    return this.#one(
+      `UPDATE ${s}.branches b SET head_message_id = $3
+       WHERE b.id = $1 AND b.head_message_id IS NOT DISTINCT FROM $2::text
+         AND EXISTS (SELECT 1 FROM ${s}.messages m WHERE m.id = $3 AND m.thread_id = b.thread_id)
+       RETURNING ${BRANCH.columns}`,
+      [branchId, expectedHeadId, newHeadId],
+      BRANCH.decode,
+    );
+  }
+
+  // ---------------------------------------------------------------- checkpoints
+
+  async putCheckpoint(c: Checkpoint): Promise<Checkpoint> {
+    return (await this.#one(
+      `INSERT INTO ${this.#s}.checkpoints (id, thread_id, name, message_id, created_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (thread_id, name) DO UPDATE SET message_id = EXCLUDED.message_id
+       RETURNING ${CHECKPOINT.columns}`,
+      [c.id, c.threadId, c.name, c.messageId, c.createdAt],
+      CHECKPOINT.decode,
+    ))!;
+  }
+
+  getCheckpoint(threadId: string, name: string): Promise<Checkpoint | null> {
+    return this.#find(CHECKPOINT, 'checkpoints', 'thread_id = $1 AND name = $2', [threadId, name]);
+  }
+
+  async listCheckpoints(threadId: string): Promise<Checkpoint[]> {
+    const rows = await this.#rows(
+      `SELECT ${CHECKPOINT.columns} FROM ${this.#s}.checkpoints WHERE thread_id = $1 ORDER BY seq`,
+      [threadId],
+    );
+    return rows.map(CHECKPOINT.decode);
+  }
+
+  async deleteCheckpoint(threadId: string, name: string): Promise<boolean> {
+    const sql = `DELETE FROM ${this.#s}.checkpoints WHERE thread_id = $1 AND name = $2`;
+    return (await this.#count(sql, [threadId, name])) > 0;
+  }
+
+  // ---------------------------------------------------------------- state
+
+  appendStateCommit(c: StateCommitDraft, expectedVersion: number): Promise<StateCommit | null> {
+    const s = this.#s;
+    // One statement: the insert happens only when the branch's latest version is the
+    // expected one; the primary key settles a race between two.
+    return this.#one(
+      `INSERT INTO ${s}.state_commits AS i (branch_id, thread_id, version, message_id, message_depth, "update", snapshot, created_at)
+       SELECT b.id, b.thread_id, ($3::bigint + 1)::int, $2::text, m.depth, $4::jsonb, $5::jsonb, $6
+       FROM ${s}.branches b LEFT JOIN ${s}.messages m ON m.id = $2::text AND m.thread_id = b.thread_id
+       WHERE b.id = $1 AND ($2::text IS NULL OR m.id IS NOT NULL)
+         AND (SELECT COALESCE(max(version), 0) FROM ${s}.state_commits WHERE branch_id = $1) = $3::bigint
+       ON CONFLICT (branch_id, version) DO NOTHING
+       RETURNING ${COMMIT.columns}`,
+      [
+        c.branchId,
+        c.messageId,
+        expectedVersion,
+        JSON.stringify(c.update),
+        c.snapshot === null ? null : JSON.stringify(c.snapshot),
+        c.createdAt,
+      ],
+      COMMIT.decode,
+    );
+  }
+
+  async latestStateVersion(branchId: string): Promise<number> {
+    const rows = await this.#rows(
+      `SELECT COALESCE(max(version), 0) AS v FROM ${this.#s}.state_commits WHERE branch_id = $1`,
+      [branchId],
+    );
+    return Number(rows[0]!.v);
+  }
+
+  async getStateCommits(branchId: string, from: number, to: number): Promise<StateCommit[]> {
+    const rows = await this.#rows(
+      `SELECT ${COMMIT.columns} FROM ${this.#s}.state_commits
+       WHERE branch_id = $1 AND version BETWEEN $2::bigint AND $3::bigint ORDER BY version`,
+      [branchId, from, to],
+    );
+    return rows.map(COMMIT.decode);
+  }
+
+  getLatestStateCommit(branchId: string, q: LatestCommitConditions): Promise<StateCommit | null> {
+    return this.#one(
+      `SELECT ${COMMIT.columns} FROM ${this.#s}.state_commits
+       WHERE branch_id = $1 AND ($2::bigint IS NULL OR version <= $2::bigint)
+         AND (NOT $3 OR snapshot IS NOT NULL)
+         AND ($4::bigint IS NULL OR COALESCE(message_depth, -1) <= $4::bigint)
+       ORDER BY version DESC LIMIT 1`,
+      [branchId, q.maxVersion ?? null, q.withSnapshot === true, q.maxMessageDepth ?? null],
+      COMMIT.decode,
+    );
+  }
+
+  // ---------------------------------------------------------------- turns
+
+  async putTurn(t: Turn): Promise<void> {
+    await this.#q.query(
+      `INSERT INTO ${this.#s}.turns (${TURN.columns})
+       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, $10)
+       ON CONFLICT (id) DO UPDATE SET thread_id = EXCLUDED.thread_id, message_id = EXCLUDED.message_id,
+         source = EXCLUDED.source, user_id = EXCLUDED.user_id, status = EXCLUDED.status, state = EXCLUDED.state,
+         steps = EXCLUDED.steps, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at`,
+      [
+        t.id,
+        t.threadId,
+        t.messageId,
+        t.source,
+        t.userId,
+        t.status,
+        JSON.stringify(t.state),
+        JSON.stringify(t.steps),
+        t.startedAt,
+        t.finishedAt,
+      ],
+    );
+  }
+
+  getTurn(id: string): Promise<Turn | null> {
+    return this.#find(TURN, 'turns', 'id = $1', [id]);
+  }
+
+  async listTurns(threadId: string, limit: number): Promise<Turn[]> {
+    const rows = await this.#rows(
+      `SELECT ${TURN.columns} FROM ${this.#s}.turns WHERE thread_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2`,
+      [threadId, limit],
+    );
+    return rows.map(TURN.decode);
+  }
+
+  async deleteTurn(id: string): Promise<boolean> {
+    return (await this.#count(`DELETE FROM ${this.#s}.turns WHERE id = $1`, [id])) > 0;
+  }
+
+  purgeTurns(before: number, threadId: string | undefined): Promise<number> {
+    return this.#count(
+      `DELETE FROM ${this.#s}.turns WHERE status <> 'running' AND started_at < $1 AND ($2::text IS NULL OR thread_id = $2)`,
+      [before, threadId ?? null],
+    );
+  }
+
+  // ---------------------------------------------------------------- leases
+
+  lockLease(key: string): Promise<Lease | null> {
+    return this.#find(LEASE, 'leases', 'key = $1 FOR UPDATE', [key]);
+  }
+
+  getLease(key: string): Promise<Lease | null> {
+    return this.#find(LEASE, 'leases', 'key = $1', [key]);
+  }
+
+  async putLease(lease: Lease, insert: boolean): Promise<boolean> {
+    const params = [
+      lease.key,
+      lease.owner,
+      lease.acquiredAt,
+      lease.renewedAt,
+      lease.expiresAt,
+      lease.releasedAt,
+      JSON.stringify(lease.data),
+    ];
+    const sql = insert
+      ? `INSERT INTO ${this.#s}.leases (${LEASE.columns}) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (key) DO NOTHING`
+      : `UPDATE ${this.#s}.leases SET owner = $2, acquired_at = $3, renewed_at = $4, expires_at = $5, released_at = $6, data = $7::jsonb WHERE key = $1`;
+    return (await this.#count(sql, params)) > 0 || !insert;
+  }
+
+  // ---------------------------------------------------------------- memories
+
+  async takenMemoryIds(ids: string[]): Promise<string[]> {
+    const rows = await this.#rows(
+      `SELECT m.id FROM unnest($1::text[]) AS k(id) JOIN ${this.#s}.memories m ON m.id = k.id`,
+      [ids],
+    );
+    return rows.map((r) => r.id as string);
+  }
+
+  async insertMemories(memories: Memory[]): Promise<Memory[]> {
+    const indexed = memories.map((m) => searchVector(m.content.text));
+    await this.#q.query(
+      `INSERT INTO ${this.#s}.memories (id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata,
+         content_hash, embedding, embedding_norm, search, search_len, created_at)
+       SELECT id, type, agent_id, entity_id, room_id, world_id, scope, content::jsonb, metadata::jsonb,
+         content_hash, embedding::float8[], embedding_norm, search::tsvector, search_len, created_at
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+         $9::text[], $10::text[], $11::text[], $12::float8[], $13::text[], $14::int[], $15::float8[])
+         WITH ORDINALITY AS u(id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata,
+           content_hash, embedding, embedding_norm, search, search_len, created_at, ord)
+       ORDER BY ord`,
+      [
+        memories.map((m) => m.id),
+        memories.map((m) => m.type),
+        memories.map((m) => m.agentId),
+        memories.map((m) => m.entityId),
+        memories.map((m) => m.roomId),
+        memories.map((m) => m.worldId),
+        memories.map((m) => m.scope),
+        memories.map((m) => JSON.stringify(m.content)),
+        memories.map((m) => JSON.stringify(m.metadata)),
+        memories.map((m) => m.contentHash),
+        memories.map((m) => (m.embedding ? floatArray(m.embedding) : null)),
+        memories.map((m) => (m.embedding ? norm(m.embedding) : null)),
+        indexed.map((x) => x.vector),
+        indexed.map((x) => x.length),
+        memories.map((m) => m.createdAt),
+      ],
+    );
+    return memories;
+  }
+
+  getMemory(id: string): Promise<Memory | null> {
+    return this.#find(MEMORY, 'memories', 'id = $1', [id]);
+  }
+
+  async replaceMemory(m: Memory): Promise<Memory> {
+    const indexed = searchVector(m.content.text);
+    return (await this.#one(
+      `UPDATE ${this.#s}.memories SET content = $2::jsonb, content_hash = $3, metadata = $4::jsonb,
+         embedding = $5::float8[], embedding_norm = $6, search = $7::tsvector, search_len = $8
+       WHERE id = $1 RETURNING ${MEMORY.columns}, seq`,
+      [
+        m.id,
+        JSON.stringify(m.content),
+        m.contentHash,
+        JSON.stringify(m.metadata),
+        m.embedding ? floatArray(m.embedding) : null,
+        m.embedding ? norm(m.embedding) : null,
+        indexed.vector,
+        indexed.length,
+      ],
+      MEMORY.decode,
+    ))!;
+  }
+
+  deleteMemories(ids: string[]): Promise<number> {
+    return this.#count(
+      `DELETE FROM ${this.#s}.memories m USING unnest($1::text[]) AS k(id) WHERE m.id = k.id`,
+      [ids],
+    );
+  }
+
+  async listMemories(
+    filter: MemoryFilter,
+    limit: number,
+    order: 'newest' | 'oldest',
+  ): Promise<Memory[]> {
+    const dir = order === 'oldest' ? 'ASC' : 'DESC';
+    const params: unknown[] = [limit];
+    const rows = await this.#rows(
+      `SELECT ${MEMORY.columns}, seq FROM ${this.#s}.memories WHERE ${memoryWhere(filter, params)}
+       ORDER BY created_at ${dir}, seq ${dir} LIMIT $1`,
+      params,
+    );
+    return rows.map(MEMORY.decode);
+  }
+
+  async countMemories(filter: MemoryFilter): Promise<number> {
+    const params: unknown[] = [];
+    const rows = await this.#rows(
+      `SELECT count(*) AS n FROM ${this.#s}.memories WHERE ${memoryWhere(filter, params)}`,
+      params,
+    );
+    return Number(rows[0]!.n);
+  }
+
+  async vectorCandidates(query: {
+    vector: number[];
+    filter: MemoryFilter;
+    count: number;
+    minSimilarity?: number;
+  }): Promise<MemoryRow[]> {
+    const c = this.#c;
+    if (c.vector) {
+      const dims = query.vector.length;
+      await ensureVectorIndex(c, this.#q, dims);
+      // Fewer rows than asked for: the filter admits fewer, or the scan gave up. The
+      // exact scan settles it.
+      const rows = await this.#hnsw(query, c.vector.schema, dims);
+      if (rows.length === query.count) {
+        return rows
+          .filter((r) => query.minSimilarity === undefined || r.similarity >= query.minSimilarity)
+          .map(toMemoryRow);
+      }
+    }
+    const params: unknown[] = [
+      floatArray(query.vector),
+      norm(query.vector),
+      query.minSimilarity ?? null,
+      query.count,
+    ];
+    const where = memoryWhere(query.filter, params);
+    const rows = await this.#rows(
+      `SELECT * FROM (
+         SELECT ${MEMORY.columns}, seq,
+           CASE WHEN embedding_norm = 0 OR $2::float8 = 0 THEN 0
+                ELSE (SELECT sum(a * b) FROM unnest(embedding, $1::float8[]) AS t(a, b)) / (embedding_norm * $2::float8) END AS similarity
+         FROM ${c.s}.memories WHERE embedding IS NOT NULL AND ${where}) x
+       WHERE $3::float8 IS NULL OR similarity >= $3::float8
+       ORDER BY similarity DESC, seq ASC LIMIT $4`,
+      params,
+    );
+    return rows.map(toMemoryRow);
+  }
+
+  /** The HNSW index, with pgvector's iterative scan so a selective filter still fills `count`. */
+  async #hnsw(
+    query: { vector: number[]; filter: MemoryFilter; count: number },
+    v: string,
+    dims: number,
+  ): Promise<Array<Row & { similarity: number }>> {
+    const sql = hnswSearchSql(this.#s, v, dims, query.vector, query.filter, query.count);
+    return this.#q.transaction(async (tq) => {
+      await tq.query(
+        `SELECT set_config('hnsw.ef_search', $1, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),
+                set_config('hnsw.max_scan_tuples', '50000', true)`,
+        [String(sql.efSearch)],
+      );
+      return (await tq.query<Row & { similarity: number }>(sql.text, sql.params)).rows;
+    });
+  }
+
+  /**
+   * BM25 over the shared tokenizer's words, as the reference store computes it: the
+   * collection statistics (count, mean length, document frequencies) are over every
+   * stored memory; the filter only chooses which of them are returned.
+   */
+  async keywordCandidates(query: {
+    terms: string[];
+    filter: MemoryFilter;
+    count: number;
+  }): Promise<KeywordCandidate[]> {
+    const m = this.#s;
+    const q = searchQuery(query.terms);
+    const params: unknown[] = [q.lexemes, q.single, q.any, query.count];
+    const rows = await this.#rows(
+      `WITH stats AS (
+         SELECT count(*)::float8 AS n, COALESCE(avg(search_len), 0)::float8 AS avgdl FROM ${m}.memories),
+       terms AS (
+         SELECT t.lexeme, ln(1 + (stats.n - d.n + 0.5) / (d.n + 0.5)) AS idf
+         FROM unnest($1::text[], $2::tsquery[]) AS t(lexeme, q) CROSS JOIN stats
+           CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM ${m}.memories WHERE search @@ t.q) d)
+       SELECT ${MEMORY.columns}, seq,
+         (SELECT sum(terms.idf * tf * ${BM25_K1 + 1} / (tf + ${BM25_K1} * (1 - ${BM25_B} + ${BM25_B} * search_len / stats.avgdl)))
+          FROM unnest(search) AS u JOIN terms ON terms.lexeme = u.lexeme,
+            LATERAL (SELECT array_length(u.positions, 1)::float8 AS tf) f) AS relevance
+       FROM ${m}.memories, stats
+       WHERE search @@ $3::tsquery AND ${memoryWhere(query.filter, params)}
+       ORDER BY relevance DESC, seq ASC LIMIT $4`,
+      params,
+    );
+    return rows.map((r) => ({ ...toMemoryRow(r), relevance: r.relevance as number }));
+  }
+
+  getEmbeddingSpace(): Promise<EmbeddingSpace | null> {
+    return this.#one(`SELECT embedder_id, dimensions FROM ${this.#s}.embedding_space`, [], (r) => ({
+      embedderId: r.embedder_id as string | null,
+      dimensions: r.dimensions as number,
+    }));
+  }
+
+  async setEmbeddingSpace(space: EmbeddingSpace): Promise<void> {
+    await this.#q.query(
+      `INSERT INTO ${this.#s}.embedding_space (one, embedder_id, dimensions) VALUES (true, $1, $2)
+       ON CONFLICT (one) DO UPDATE SET embedder_id = EXCLUDED.embedder_id, dimensions = EXCLUDED.dimensions`,
+      [space.embedderId, space.dimensions],
+    );
+  }
+
+  async getCachedEmbeddings(
+    embedderId: string,
+    contentHashes: string[],
+  ): Promise<Map<string, number[]>> {
+    const rows = await this.#rows(
+      `SELECT c.content_hash, c.embedding FROM unnest($2::text[]) AS k(h)
+       JOIN ${this.#s}.embedding_cache c ON c.embedder_id = $1 AND c.content_hash = k.h`,
+      [embedderId, contentHashes],
+    );
+    return new Map(rows.map((r) => [r.content_hash as string, r.embedding as number[]]));
+  }
+
+  async putCachedEmbeddings(
+    embedderId: string,
+    entries: Array<{ contentHash: string; embedding: number[] }>,
+  ): Promise<void> {
+    // One row per hash (the last entry wins), as one statement may not touch a row twice.
+    const last = new Map(entries.map((e) => [e.contentHash, e.embedding]));
+    await this.#q.query(
+      `INSERT INTO ${this.#s}.embedding_cache (embedder_id, content_hash, embedding)
+       SELECT $1, h, e::float8[] FROM unnest($2::text[], $3::text[]) AS u(h, e)
+       ON CONFLICT (embedder_id, content_hash) DO UPDATE SET embedding = EXCLUDED.embedding`,
+      [embedderId, [...last.keys()], [...last.values()].map(floatArray)],
+    );
+  }
+}
+
+const toMemoryRow = (r: Row): MemoryRow => ({ memory: MEMORY.decode(r), seq: Number(r.seq) });
+
+/**
+ * The HNSW candidate query: the admitted rows nearest by the index's own expression
+ * (so the planner can use the index). Exported for the tests, which check that the
+ * planner really uses the index.
+ */
+export function hnswSearchSql(
+  s: string,
+  v: string,
+  dims: number,
+  vector: number[],
+  filter: MemoryFilter,
+  count: number,
+): { text: string; params: unknown[]; efSearch: number } {
+  const params: unknown[] = [vectorLiteral(vector), count];
+  const where = memoryWhere(filter, params);
+  const distance = `(embedding::${v}.vector(${dims})) OPERATOR(${v}.<=>) ($1::text::${v}.vector(${dims}))`;
+  return {
+    text: `SELECT ${MEMORY.columns}, seq, 1 - (${distance}) AS similarity FROM ${s}.memories
+         WHERE embedding IS NOT NULL AND ${where} ORDER BY ${distance} LIMIT $2`,
+    params,
+    // Generous: in WASM and on a server alike the scan costs far less than the round
+    // trip, and recall on less clustered data (random 384-dim vectors) rises from 0.31
+    // at 64 to about 0.9 at 512.
+    efSearch: Math.min(1000, Math.max(400, count * 4)),
+  };
+}
+
+/**
+ * Creates the HNSW index (cosine) for vectors of width `dims`, in bulk on the first
+ * vector search (much faster than growing it row by row during a load); pgvector keeps
+ * it up to date afterwards. The column holds float8[] (exact values come back
+ * unchanged); the index is over its cast to vector(dims). A failure leaves exact scans.
+ */
+async function ensureVectorIndex(c: SessionContext, q: Queryable, dims: number): Promise<void> {
+  if (!c.vector || c.indexedWidth === dims) return;
+  const v = c.vector.schema;
+  await q
+    .transaction((sp) =>
+      sp.query(
+        `CREATE INDEX IF NOT EXISTS memories_embedding_hnsw ON ${c.s}.memories
+         USING hnsw ((embedding::${v}.vector(${dims})) ${v}.vector_cosine_ops)`,
+      ),
+    )
+    .then(
+      () => {
+        c.indexedWidth = dims;
+      },
+      () => undefined,
+    );
+}
+
+/** The filter as SQL over the memories table, values appended to `params`. */
+function memoryWhere(f: MemoryFilter, params: unknown[]): string {
+  const p = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  const c: string[] = ['true'];
+  if (f.viewer) {
+    c.push(
+      `((scope = 'private' AND agent_id = ${p(f.viewer.agentId)}::text)` +
+        ` OR (scope = 'room' AND room_id = ${p(f.viewer.roomId ?? null)}::text)` +
+        ` OR (scope = 'shared' AND world_id = ${p(f.viewer.worldId ?? null)}::text))`,
+    );
+  }
+  if (f.agentId !== undefined) c.push(`agent_id = ${p(f.agentId)}::text`);
+  if (f.types) c.push(`type = ANY(${p(f.types)}::text[])`);
+  if (f.scopes) c.push(`scope = ANY(${p(f.scopes)}::text[])`);
+  if (f.entityId !== undefined) c.push(`entity_id = ${p(f.entityId)}::text`);
+  if (f.roomId !== undefined) c.push(`room_id = ${p(f.roomId)}::text`);
+  if (f.worldId !== undefined) c.push(`world_id = ${p(f.worldId)}::text`);
+  if (f.contentHashes) c.push(`content_hash = ANY(${p(f.contentHashes)}::text[])`);
+  if (f.ids) c.push(`id = ANY(${p(f.ids)}::text[])`);
+  if (f.createdAfter !== undefined) c.push(`created_at > ${p(f.createdAfter)}::float8`);
+  if (f.createdBefore !== undefined) c.push(`created_at < ${p(f.createdBefore)}::float8`);
+  return c.join(' AND ');
+}
