@@ -295,6 +295,15 @@ export class PostgresSession implements DriverSession {
     );
   }
 
+  /** The row lock moveHead's UPDATE takes; lock_timeout (transaction-local) bounds the wait. */
+  async lockBranch(branchId: string, timeoutMs: number): Promise<Branch | null> {
+    // lock_timeout 0 would mean no bound at all, so "no wait" is 1 ms.
+    await this.#q.query(`SELECT set_config('lock_timeout', $1, true)`, [
+      `${Math.max(1, timeoutMs)}ms`,
+    ]);
+    return this.#find(BRANCH, 'branches', 'id = $1 FOR NO KEY UPDATE', [branchId]);
+  }
+
   // ---------------------------------------------------------------- checkpoints
 
   async putCheckpoint(c: Checkpoint): Promise<Checkpoint> {
