@@ -1,4 +1,4 @@
-import { type CairnError, conflict, newId } from '@cairn/core';
+import { CairnError, conflict, newId } from '@cairn/core';
 import type { StoreCapabilities, StoreChange } from '@cairn/store';
 import type { Driver, DriverSession, SessionOptions } from '@cairn/store/adapter';
 import pg from 'pg';
@@ -81,6 +81,10 @@ export class PostgresDriver implements Driver {
 
   /** A unique violation is another writer taking the same id between check and insert. */
   translateError(error: unknown): CairnError | undefined {
+    if (sqlState(error) === '55P03')
+      return new CairnError('TIMEOUT', 'a lock stayed held by another transaction', {
+        cause: error,
+      });
     if (sqlState(error) !== '23505') return undefined;
     return conflict('another writer took an id of this call meanwhile; nothing was stored', {
       constraint: (error as { constraint?: string }).constraint,

@@ -295,6 +295,15 @@ export class PostgresSession implements DriverSession {
     );
   }
 
+  /** The row lock moveHead's UPDATE takes; lock_timeout (transaction-local) bounds the wait. */
+  async lockBranch(branchId: string, timeoutMs: number): Promise<Branch | null> {
+    // lock_timeout 0 would mean no bound at all, so "no wait" is 1 ms.
+    await this.#q.query(`SELECT set_config('lock_timeout', $1, true)`, [
+      `${Math.max(1, timeoutMs)}ms`,
+    ]);
+    return this.#find(BRANCH, 'branches', 'id = $1 FOR NO KEY UPDATE', [branchId]);
+  }
+
   // ---------------------------------------------------------------- checkpoints
 
   async putCheckpoint(c: Checkpoint): Promise<Checkpoint> {
@@ -329,13 +338,15 @@ export class PostgresSession implements DriverSession {
   appendStateCommit(c: StateCommitDraft, expectedVersion: number): Promise<StateCommit | null> {
     const s = this.#s;
     // One statement: the insert happens only when the branch's latest version is the
-    // expected one; the primary key settles a race between two.
+    // expected one; the primary key settles a race between two. It takes the row lock
+    // lockBranch takes, so it waits for a writer holding that lock.
     return this.#one(
       `INSERT INTO ${s}.state_commits AS i (branch_id, thread_id, version, message_id, message_depth, "update", snapshot, created_at)
        SELECT b.id, b.thread_id, ($3::bigint + 1)::int, $2::text, m.depth, $4::jsonb, $5::jsonb, $6
        FROM ${s}.branches b LEFT JOIN ${s}.messages m ON m.id = $2::text AND m.thread_id = b.thread_id
        WHERE b.id = $1 AND ($2::text IS NULL OR m.id IS NOT NULL)
          AND (SELECT COALESCE(max(version), 0) FROM ${s}.state_commits WHERE branch_id = $1) = $3::bigint
+       FOR NO KEY UPDATE OF b
        ON CONFLICT (branch_id, version) DO NOTHING
        RETURNING ${COMMIT.columns}`,
       [
