@@ -31,6 +31,10 @@ const keep = process.argv.includes('--keep');
 const NOT_YET_CHECKED = {
   '@cairn/embedder-transformers':
     'its README example uses an undefined `store` and a model folder that does not exist, and its peer @huggingface/transformers installs onnxruntime-node, whose install script downloads (needs ONNXRUNTIME_NODE_INSTALL=skip)',
+  // Landed after this check: their README examples run in their own tests
+  // (test/readme.test.ts) but not yet from the packed tarballs.
+  '@cairn/ai-sdk': 'not yet run from its tarball (its examples run in test/readme.test.ts)',
+  '@cairn/openai-agents': 'not yet run from its tarball (its examples run in test/readme.test.ts)',
 };
 const started = Date.now();
 const failures = [];

@@ -1,5 +1,5 @@
 import type { Store } from '@cairn/store';
-import { describeStoreConformance } from '@cairn/store/testing';
+import { describeFrontDoorConformance, describeStoreConformance } from '@cairn/store/testing';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import { afterAll } from 'vitest';
@@ -11,7 +11,7 @@ const db = await PGlite.create({ extensions: { vector } });
 afterAll(() => db.close());
 const schemas = new WeakMap<Store, string>();
 
-describeStoreConformance({
+const options = {
   name: 'postgres (PGlite + pgvector)',
   create: async () => {
     const schema = freshSchema();
@@ -30,4 +30,8 @@ describeStoreConformance({
     multiProcess: false,
     durable: false,
   },
-});
+} as const;
+
+describeStoreConformance(options);
+// The front door's rules and the differential spec against the reference store.
+describeFrontDoorConformance(options);

@@ -5,7 +5,7 @@ import type { Store } from '../../store.js';
 import { type StoreConformanceOptions, withFreshStore } from '../context.js';
 import { Rng } from '../helpers.js';
 
-/** Fields that hold the store's clock or its generated checkpoint ids: compared by shape. */
+/** Fields that hold the store's clock: compared by shape. */
 const CLOCK_KEYS = new Set([
   'createdAt',
   'updatedAt',
@@ -26,6 +26,8 @@ function normalize(value: unknown, generated: Map<string, string>): unknown {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
     if (CLOCK_KEYS.has(k)) out[k] = typeof v === 'number' ? 'time' : v;
+    // A store's own creation counter: only the order it gives is contract, not its values.
+    else if (k === 'seq' && typeof v === 'number') out[k] = 'seq';
     else if (k === 'id' && typeof v === 'string' && v.startsWith('0')) {
       // A store-generated UUIDv7 (checkpoints): numbered in order of appearance.
       if (!generated.has(v)) generated.set(v, `generated-${generated.size}`);
