@@ -19,11 +19,11 @@ const options = {
     schemas.set(store, schema);
     return store;
   },
-  destroy: async (store) => {
+  destroy: async (store: Store) => {
     await store.close();
     await db.exec(`DROP SCHEMA IF EXISTS "${schemas.get(store)!}" CASCADE`);
   },
-  reopen: async (store) => createPostgresStore({ client: db }, { schema: schemas.get(store)! }),
+  reopen: async (store: Store) => createPostgresStore({ client: db }, { schema: schemas.get(store)! }),
   capabilities: {
     vectorSearch: 'approximate',
     notifications: 'process',
