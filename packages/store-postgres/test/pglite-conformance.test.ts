@@ -23,7 +23,8 @@ const options = {
     await store.close();
     await db.exec(`DROP SCHEMA IF EXISTS "${schemas.get(store)!}" CASCADE`);
   },
-  reopen: async (store: Store) => createPostgresStore({ client: db }, { schema: schemas.get(store)! }),
+  reopen: async (store: Store) =>
+    createPostgresStore({ client: db }, { schema: schemas.get(store)! }),
   capabilities: {
     vectorSearch: 'approximate',
     notifications: 'process',
