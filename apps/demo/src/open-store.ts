@@ -45,7 +45,10 @@ export async function openDemoStore(
     return createSqliteStore({ path });
   } catch (error) {
     if (isCairnError(error, 'SCHEMA_TOO_NEW')) throw error;
-    const reason = (error as Error).message.split('\n')[0];
+    // An UNAVAILABLE error wraps the driver's own, which says what is wrong with the file.
+    const driverError =
+      isCairnError(error, 'UNAVAILABLE') && error.cause instanceof Error ? error.cause : error;
+    const reason = (driverError as Error).message.split('\n')[0];
     const hint = existed
       ? '; if it is an old or damaged demo database, run again with --fresh'
       : '';
