@@ -108,7 +108,7 @@ describe('only this machine, only the page', () => {
     const token = await pageToken(writable);
     expect(token).toMatch(/^[0-9a-f]{48}$/);
     const path = `/api/threads/${threadId}/active-branch/alt`;
-    const refused = [
+    const refused: Array<Record<string, string>> = [
       {},
       { 'x-cairn-token': 'f'.repeat(48) },
       { 'x-cairn-token': token, origin: 'http://evil.example' },
