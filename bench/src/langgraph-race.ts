@@ -20,6 +20,11 @@ import { median } from './harness.js';
 
 export const TURNS = Number(process.env.CAIRN_BENCH_LANGGRAPH_TURNS ?? 1000);
 export const MARKS = [TURNS / 10, TURNS / 2, TURNS].map(Math.round);
+/**
+ * getStateHistory reads the whole thread as it is after this turn (default the last):
+ * `CAIRN_BENCH_LANGGRAPH_HISTORY_AT`. SqliteSaver needs minutes for 1,000 turns (research: 251 s).
+ */
+const HISTORY_AT = Math.min(TURNS, Number(process.env.CAIRN_BENCH_LANGGRAPH_HISTORY_AT ?? TURNS));
 
 /** ~300 bytes of text: a turn (question and reply) is ~600 bytes. */
 const text = (i: number, who: string) =>
@@ -125,13 +130,25 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
       await graphs[k]!.invoke(input, config);
       out[k]!.perInvoke.push(performance.now() - t0);
       if (MARKS.includes(i)) out[k]!.bytes.set(i, await subjects[k]!.bytes());
+      if (i === HISTORY_AT && subjects[k]!.history !== false) {
+        const t1 = performance.now();
+        const c1 = process.cpuUsage();
+        let n = 0;
+        for await (const _ of graphs[k]!.getStateHistory(config)) n++;
+        out[k]!.history = performance.now() - t1;
+        out[k]!.historyCpu = cpuMs(c1);
+        out[k]!.snapshots = n;
+        log(
+          `${subjects[k]!.name}: getStateHistory ${ms(out[k]!.history!)} ms (CPU ${ms(out[k]!.historyCpu!)} ms), ${n} snapshots`,
+        );
+      }
     }
     if (MARKS.includes(i)) {
       log(
         `turn ${i} bytes: ${subjects.map((s, k) => `${s.name} ${out[k]!.bytes.get(i)}`).join(', ')}`,
       );
     }
-    if (i % 100 === 0) {
+    if (i % 100 === 0 || i === 50) {
       log(
         `turn ${i}: ${subjects.map((s, k) => `${s.name} ${ms(mean(out[k]!.perInvoke.slice(-50)))} ms`).join(', ')}`,
       );
@@ -145,25 +162,12 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
       `${subjects[k]!.name}: getState ${ms(out[k]!.getState)} / fresh ${ms(out[k]!.getStateCold)} ms`,
     );
   }
-  for (let k = 0; k < subjects.length; k++) {
-    if (subjects[k]!.history === false) continue;
-    const t1 = performance.now();
-    const c1 = process.cpuUsage();
-    let n = 0;
-    for await (const _ of graphs[k]!.getStateHistory(config)) n++;
-    out[k]!.history = performance.now() - t1;
-    out[k]!.historyCpu = cpuMs(c1);
-    out[k]!.snapshots = n;
-    log(
-      `${subjects[k]!.name}: getStateHistory ${ms(out[k]!.history!)} ms (CPU ${ms(out[k]!.historyCpu!)} ms), ${n} snapshots`,
-    );
-  }
   return out;
 }
 
 export function table(subjects: Subject[], results: Measured[], base: number): string {
   const rows = [
-    `| saver | MB at ${MARKS.join(' / ')} turns | ${MARKS[2]}/${MARKS[1]} bytes | ms per invoke, turns 1-50 → ${TURNS - 49}-${TURNS} | getState at ${TURNS} (warm / fresh instance) | getStateHistory, whole thread at ${TURNS} turns: wall (CPU of this process), snapshots |`,
+    `| saver | MB at ${MARKS.join(' / ')} turns | ${MARKS[2]}/${MARKS[1]} bytes | ms per invoke, turns 1-50 → ${TURNS - 49}-${TURNS} | getState at ${TURNS} (warm / fresh instance) | getStateHistory, whole thread at ${HISTORY_AT} turns: wall (CPU of this process), snapshots |`,
     '| --- | --- | ---: | --- | --- | --- |',
   ];
   subjects.forEach((s, k) => {
@@ -197,7 +201,7 @@ export const description = [
   'of a ~300-byte question and a ~300-byte reply, the savers interleaved turn by turn in one process.',
   "Bytes: the SQLite file after a WAL checkpoint, or every table of the saver's Postgres schema",
   '(`pg_total_relation_size`). getState: median of 3 at the last turn on the saver that wrote the thread,',
-  `then once through a new saver instance. getStateHistory reads the whole thread after turn ${TURNS},`,
+  `then once through a new saver instance. getStateHistory reads the whole thread as it is after turn ${HISTORY_AT},`,
   "one saver after the other; its CPU time is this process's (the SQLite savers run in it; a Postgres",
   "server's own work is not in it).",
 ].join('\n');
