@@ -1,0 +1,1 @@
+export { describeReadmeExamples } from './readme.js';
