@@ -1,1 +1,2 @@
 export { describeReadmeExamples } from './readme.js';
+export { sqliteTestStore } from './stores.js';
