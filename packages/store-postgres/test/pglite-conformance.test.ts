@@ -1,5 +1,5 @@
 import type { Store } from '@cairn/store';
-import { describeFrontDoorConformance, describeStoreConformance } from '@cairn/store/testing';
+import { describeStoreConformance } from '@cairn/store/testing';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import { afterAll } from 'vitest';
@@ -11,7 +11,7 @@ const db = await PGlite.create({ extensions: { vector } });
 afterAll(() => db.close());
 const schemas = new WeakMap<Store, string>();
 
-const options = {
+describeStoreConformance({
   name: 'postgres (PGlite + pgvector)',
   create: async () => {
     const schema = freshSchema();
@@ -19,20 +19,15 @@ const options = {
     schemas.set(store, schema);
     return store;
   },
-  destroy: async (store: Store) => {
+  destroy: async (store) => {
     await store.close();
     await db.exec(`DROP SCHEMA IF EXISTS "${schemas.get(store)!}" CASCADE`);
   },
-  reopen: async (store: Store) =>
-    createPostgresStore({ client: db }, { schema: schemas.get(store)! }),
+  reopen: async (store) => createPostgresStore({ client: db }, { schema: schemas.get(store)! }),
   capabilities: {
     vectorSearch: 'approximate',
     notifications: 'process',
     multiProcess: false,
     durable: false,
   },
-} as const;
-
-describeStoreConformance(options);
-// The front door's rules and the differential spec against the reference store.
-describeFrontDoorConformance(options);
+});

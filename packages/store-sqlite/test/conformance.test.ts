@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@cairn/core';
 import type { Store } from '@cairn/store';
-import { describeFrontDoorConformance, describeStoreConformance } from '@cairn/store/testing';
+import { describeStoreConformance } from '@cairn/store/testing';
 import { afterAll } from 'vitest';
 import { createSqliteStore } from '../src/index.js';
 
@@ -34,7 +34,7 @@ describeStoreConformance({
   },
 });
 
-const inMemory = {
+describeStoreConformance({
   name: 'sqlite (:memory:)',
   create: async () => createSqliteStore({ path: ':memory:' }),
   capabilities: {
@@ -43,8 +43,4 @@ const inMemory = {
     multiProcess: false,
     durable: false,
   },
-} as const;
-
-describeStoreConformance(inMemory);
-// The front door's rules and the differential spec against the reference store.
-describeFrontDoorConformance(inMemory);
+});

@@ -1,7 +1,7 @@
 import { createMemoryStore } from '../src/index.js';
-import { describeFrontDoorConformance, describeStoreConformance } from '../src/testing/index.js';
+import { describeStoreConformance } from '../src/testing/index.js';
 
-const options = {
+describeStoreConformance({
   name: 'memory',
   create: async () => createMemoryStore(),
   capabilities: {
@@ -10,7 +10,4 @@ const options = {
     multiProcess: false,
     durable: false,
   },
-} as const;
-
-describeStoreConformance(options);
-describeFrontDoorConformance(options);
+});

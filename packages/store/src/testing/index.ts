@@ -42,6 +42,8 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeNotifications,
   describeLifecycle,
   describeSharedData,
+  describeOneRule,
+  describeDifferential,
 ];
 
 /**
@@ -49,16 +51,21 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
  * contract, its happy paths, orderings, paging, uniqueness rules, compare-and-set
  * conflicts, error codes for bad input (with nothing written), scope isolation, exact
  * search results against a brute-force reference, transactions, notifications and
- * `close()`. Call it at the top level of a test file.
+ * `close()`; the rules the front door writes once (ended transactions, batch checks
+ * before writes, compare-and-set `details`, foreign cursors, the text rule for NUL and
+ * lone surrogates, index-sized ids, memory text and JSON depth limits, keyword stop
+ * words and score scale); and a differential spec that runs random call sequences on
+ * the reference store and on this one and compares every result, errors included.
+ * Call it at the top level of a test file.
  *
  * Stores: each area (a `describe` block: threads, messages, ... lifecycle) calls
- * `create()` once in `beforeAll` and `destroy()` in `afterAll`; the embedding-space and
- * lifecycle areas call them once per test, since they need a store with nothing recorded
- * or close the store. `create()` must return a store with no data; `destroy()` may get a
+ * `create()` once in `beforeAll` and `destroy()` in `afterAll`; the embedding-space,
+ * lifecycle and differential areas (and a few other tests) call them once per test,
+ * since they need a store with nothing recorded or close the store. `create()` must return a store with no data; `destroy()` may get a
  * store that is already closed. Every test makes its own threads and ids, so areas never
  * depend on each other.
  *
- * With `reopen`, a last area opens a second store on the same data and checks what two
+ * With `reopen`, an area opens a second store on the same data and checks what two
  * processes sharing a database rely on.
  *
  * Differences between stores are `capabilities`, never names: with `vectorSearch:
@@ -103,26 +110,5 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
 export function describeStoreConformance(options: StoreConformanceOptions): void {
   describe(`${options.name} store conformance`, { timeout: TEST_TIMEOUT }, () => {
     for (const area of AREAS) area(options);
-  });
-}
-
-/**
- * Registers the front-door rules every store must answer alike (issue 11): ended
- * transactions, batch checks before writes, compare-and-set `details`, foreign cursors,
- * the text rule (NUL, lone surrogates), index-sized ids, memory text and JSON depth
- * limits, keyword stop words and score scale; and the differential spec, which runs
- * random call sequences on the reference store and on this one and compares every
- * result. Stores built with `createStore(driver)` pass it; it will join
- * `describeStoreConformance` once every adapter is a driver.
- *
- * @example
- * ```ts
- * describeFrontDoorConformance({ name: 'memory', create: async () => createMemoryStore() });
- * ```
- */
-export function describeFrontDoorConformance(options: StoreConformanceOptions): void {
-  describe(`${options.name} store: one front door`, { timeout: TEST_TIMEOUT }, () => {
-    describeOneRule(options);
-    describeDifferential(options);
   });
 }
