@@ -273,6 +273,14 @@ class SqliteSession implements DriverSession {
     return r ? messageFromRow(r as Row) : null;
   }
 
+  listMessages(threadId: string): Message[] {
+    return this.#raw(
+      `SELECT ${MESSAGE_COLUMNS} FROM cairn_messages WHERE thread_id = ? ORDER BY depth, id`,
+      messageFromRow,
+      threadId,
+    );
+  }
+
   getChain(headId: string, minDepth: number, maxDepth: number): Message[] {
     // Up to `maxDepth` by jump pointers (O(log depth) steps), then down parent links to
     // `minDepth`: the cost is the answer's length, never the chain's.
@@ -497,6 +505,12 @@ class SqliteSession implements DriverSession {
     );
   }
 
+  listLeases(afterKey: string | null, limit: number): Lease[] {
+    return afterKey === null
+      ? this.#list(LEASES, 'ORDER BY key LIMIT ?', limit)
+      : this.#list(LEASES, 'WHERE key > ? ORDER BY key LIMIT ?', afterKey, limit);
+  }
+
   // ---------------------------------------------------------------- memories
 
   takenMemoryIds(ids: string[]): string[] {
@@ -537,6 +551,15 @@ class SqliteSession implements DriverSession {
         ORDER BY m.created_at ${dir}, m.seq ${dir} LIMIT ?`,
       memoryFromRow,
       ...where.params,
+      limit,
+    );
+  }
+
+  scanMemories(afterId: string | null, limit: number): Memory[] {
+    return this.#raw(
+      `SELECT ${MEMORY_COLUMNS} FROM cairn_memories m WHERE m.id > ? ORDER BY m.id LIMIT ?`,
+      memoryFromRow,
+      afterId ?? '',
       limit,
     );
   }
