@@ -810,7 +810,8 @@ class FrontDoor implements Store {
       if (!(await s.insertThread(r.thread)))
         throw conflict(`thread ${show(threadId)} already exists`, { id: threadId });
       const known = await s.lookupMessageBatch(messageBatchLookups(r.messages));
-      await s.insertMessages(planMessageBatch(r.messages, known));
+      const planned = planMessageBatch(r.messages, known);
+      await s.insertMessages(planned.messages, planned.jumps);
       for (const b of r.branches) {
         if (!(await s.insertBranch(b)))
           throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });
