@@ -1,19 +1,9 @@
 import { isCairnError, type Message } from '@cairn/core';
 import type { Store } from '@cairn/store';
+import type { TestStoreKind } from '@cairn/store-postgres/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CairnThread, openThread, stateAsOf, type ThreadEvent } from '../src/index.js';
 import { Research } from './schema.js';
-
-export interface EngineStore {
-  /** Shown in test names. */
-  name: string;
-  /** A store for the whole suite; tests use their own threads. */
-  create: () => Promise<Store>;
-  /** Closes it and removes what it created. */
-  destroy: (store: Store) => Promise<void>;
-  /** A reason to skip (the server is unreachable, say). */
-  skip?: string | false;
-}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -48,7 +38,7 @@ function beforeTransaction(store: Store, hook: () => unknown): Store {
  * The engine's behaviour on one store. Each store runs it with one line:
  * `describeThreadEngine({ name, create, destroy })`.
  */
-export function describeThreadEngine(s: EngineStore): void {
+export function describeThreadEngine(s: TestStoreKind): void {
   describe.skipIf(Boolean(s.skip))(`@cairn/thread on ${s.name}`, () => {
     let store: Store;
     const open = (o: Partial<Parameters<typeof openThread<typeof Research>>[1]> = {}) =>
@@ -635,6 +625,36 @@ export function describeThreadEngine(s: EngineStore): void {
         expect(await code(at('nope', m1!.id))).toBe('NOT_FOUND');
         // reading did not switch the active branch
         expect((await store.getActiveBranch(t.id))?.id).toBe(v2);
+      });
+
+      it('a branch made outside the engine reads its parent state as of the fork, past the fork too', async () => {
+        const t = await open();
+        const [m0] = await say(t, 'm0');
+        await t.update({ keyInsights: ['a'] });
+        await say(t, 'm1');
+        await t.update({ keyInsights: ['b'] });
+        const main = t.branch;
+        await t.close();
+        // Forked at m0 by a plain store call (an inspector's "fork here"), then grown.
+        const side = await store.createBranch({
+          threadId: main.threadId,
+          name: 'side',
+          headMessageId: m0!.id,
+          parentBranchId: main.id,
+        });
+        const [s1] = await store.addMessages([
+          { threadId: main.threadId, parentId: m0!.id, role: 'user', data: 's1' },
+        ]);
+        await store.moveHead(side.id, m0!.id, s1!.id);
+        const asOf = await stateAsOf(store, Research, { branchId: side.id, messageId: s1!.id });
+        expect(asOf.keyInsights).toEqual(['a']);
+        const opened = await openThread(store, {
+          schema: Research,
+          threadId: main.threadId,
+          branch: 'side',
+        });
+        expect(opened.state).toEqual(asOf);
+        await opened.close();
       });
 
       it('rewinding to a message on another branch forks the state as of it there', async () => {
