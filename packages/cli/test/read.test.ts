@@ -17,7 +17,9 @@ describe('usage', () => {
       expect(main.stdout).toContain(`  ${name}`);
       const r = await cairn([name, '--help']);
       expect(r.code).toBe(0);
-      expect(r.stdout).toMatch(new RegExp(`^usage: cairn ${name} <db>`));
+      expect(r.stdout).toMatch(
+        new RegExp(`^usage: cairn ${name} ${COMMANDS[name]!.args.join(' ')} \\[options\\]\n`),
+      );
     }
   });
 
