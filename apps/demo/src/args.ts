@@ -16,6 +16,8 @@ export interface DemoOptions {
   dbKind: 'sqlite' | 'postgres';
   fresh: boolean;
   port: number;
+  /** Let the inspector page switch branches, fork and set checkpoints. */
+  allowWrites: boolean;
 }
 
 export const USAGE = `Usage: pnpm demo [serve] [options]
@@ -28,6 +30,7 @@ Options:
   --db <path | url>       a SQLite file (default .cairn/cairn.db) or a postgres://... URL
   --fresh                 start over: delete the SQLite file first (on PostgreSQL: drop the demo schema)
   --port <n>              the inspector's port (default ${DEFAULT_PORT})
+  --allow-writes          let the inspector page switch branches, fork and set checkpoints (read-only without it)
   -h, --help              this text`;
 
 /**
@@ -82,6 +85,7 @@ export function parseDemoArgs(argv: readonly string[], cwd: string): DemoOptions
     dbKind,
     fresh: values.fresh ?? false,
     port: checkPort(values.port),
+    allowWrites: values['allow-writes'] ?? false,
   };
 }
 
@@ -96,6 +100,7 @@ function parse(args: string[]) {
       fresh: { type: 'boolean' },
       serve: { type: 'boolean' },
       port: { type: 'string' },
+      'allow-writes': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });

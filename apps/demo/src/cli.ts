@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 import { isCairnError } from '@cairn/core';
+import { startInspector } from '@cairn/inspector';
+import { createMemoryStore } from '@cairn/store';
 import { type DemoOptions, parseDemoArgs, USAGE } from './args.js';
 import { chatClientFromEnv } from './chat-client.js';
 import { chooseDemoEmbedder } from './demo-embedder.js';
-import { startInspector, startInspectorProbe } from './inspector/server.js';
 import { openDemoStore, redactUrl } from './open-store.js';
-import { createDemoMemory, runScenario } from './scenario.js';
+import { Research } from './research-state.js';
+import { runScenario, viewerFor } from './scenario.js';
 import { Terminal } from './terminal.js';
 
 /**
@@ -62,8 +64,15 @@ async function serve(options: DemoOptions, term: Terminal): Promise<void> {
     // Take the port before writing anything: a port in use must not leave a half-run scenario.
     const { embedder, why } = await chooseDemoEmbedder(store, process.env);
     term.line(term.dim(`  memory embedder: ${embedder.id} (${why})`));
-    const memory = createDemoMemory(store, embedder);
-    const inspector = await startInspector({ store, memory, port: options.port });
+    const inspector = await startInspector({
+      store,
+      port: options.port,
+      allowWrites: options.allowWrites,
+      embedder,
+      schema: Research,
+      viewerFor,
+      title: `research-assistant demo · ${describeDb(options)}`,
+    });
     const { items } = await store.listThreads({ limit: 1 });
     if (items.length === 0 || options.fresh) {
       term.line(term.dim('  the database holds no conversation yet: running the scenario first'));
@@ -95,8 +104,10 @@ async function serve(options: DemoOptions, term: Terminal): Promise<void> {
 
 async function assertPortFree(port: number): Promise<void> {
   if (port === 0) return;
-  const probe = await startInspectorProbe(port);
+  const nothing = createMemoryStore();
+  const probe = await startInspector({ store: nothing, port });
   await probe.close();
+  await nothing.close();
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {

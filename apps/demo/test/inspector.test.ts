@@ -1,14 +1,15 @@
 /// <reference lib="dom" />
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { type Inspector, startInspector } from '@cairn/inspector';
 import type { Store } from '@cairn/store';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import { openThread } from '@cairn/thread';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Inspector, startInspector } from '../src/inspector/server.js';
+import { demoHashingEmbedder } from '../src/demo-embedder.js';
 import { Research } from '../src/research-state.js';
-import { createDemoMemory, runScenario, type ScenarioResult } from '../src/scenario.js';
+import { runScenario, type ScenarioResult, viewerFor } from '../src/scenario.js';
 import { Terminal } from '../src/terminal.js';
 import { ARTIFACTS, tempDir } from './helpers.js';
 
@@ -32,7 +33,14 @@ beforeAll(async () => {
     question: 'How do cover crops change soil nitrogen through microbes and nitrogen fixation?',
     term: new Terminal({ write: () => true }, {}),
   });
-  inspector = await startInspector({ store, memory: createDemoMemory(store), port: 0 });
+  inspector = await startInspector({
+    store,
+    port: 0,
+    allowWrites: true,
+    embedder: demoHashingEmbedder(),
+    schema: Research,
+    viewerFor,
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -58,7 +66,7 @@ describe('the inspector API', () => {
   it('lists the threads, newest first', async () => {
     const { status, body } = await get('/api/threads');
     expect(status).toBe(200);
-    expect(body.map((t: { resourceId: string }) => t.resourceId)).toEqual(['bob', 'alice']);
+    expect(body.items.map((t: { resourceId: string }) => t.resourceId)).toEqual(['bob', 'alice']);
   });
 
   it("returns a thread's whole message graph: every branch's messages, the checkpoint, the active branch", async () => {

@@ -1,0 +1,216 @@
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { isCairnError } from '@cairn/core';
+import { doctor } from './commands/doctor.js';
+import { migrate } from './commands/migrate.js';
+import { show, threads } from './commands/read.js';
+import { CliError, openStore, parseTarget, type Target, usage } from './database.js';
+import type { Io } from './output.js';
+
+interface Option {
+  type: 'string' | 'boolean';
+  short?: string;
+  description: string;
+}
+type Options = Record<string, Option>;
+type Values = Record<string, string | boolean | undefined>;
+
+interface Command {
+  /** `cairn <name> <args>`: the positionals, in order. */
+  args: string[];
+  summary: string;
+  options: Options;
+  /** Lines after the usage line, for `--help`. */
+  help: string[];
+  run(positionals: string[], values: Values, io: Io): Promise<number>;
+}
+
+const DB_HELP = [
+  '<db> is a SQLite file path or a Postgres URL (postgres://user@host:5432/db?schema=cairn;',
+  'the schema defaults to cairn). Nothing is created or migrated unless the command says so.',
+];
+
+const json: Options = { json: { type: 'boolean', description: 'print JSON instead of a table' } };
+
+/** Runs `fn` with the store on `db` at the current schema, closing it afterwards. */
+async function withStore<T>(
+  db: string,
+  fn: (store: Awaited<ReturnType<typeof openStore>>) => Promise<T>,
+) {
+  const store = await openStore(parseTarget(db), 'current');
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+function positiveInt(value: string | boolean | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw usage(`--${name} must be a positive integer, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+const str = (v: string | boolean | undefined) => (typeof v === 'string' ? v : undefined);
+
+export const COMMANDS: Record<string, Command> = {
+  threads: {
+    args: ['<db>'],
+    summary: 'list the threads, newest first',
+    options: {
+      ...json,
+      resource: { type: 'string', description: 'only the threads of this resource id' },
+      limit: { type: 'string', description: 'at most this many' },
+    },
+    help: DB_HELP,
+    run: ([db], v, io) => {
+      const resourceId = str(v.resource);
+      const limit = positiveInt(v.limit, 'limit');
+      const options = {
+        ...(resourceId === undefined ? {} : { resourceId }),
+        ...(limit === undefined ? {} : { limit }),
+        json: !!v.json,
+      };
+      return withStore(db!, (store) => threads(store, options, io));
+    },
+  },
+  show: {
+    args: ['<db>', '<thread>'],
+    summary: "print a thread: its branches, checkpoints and a branch's messages",
+    options: {
+      ...json,
+      branch: { type: 'string', description: 'the branch to print (default: the active one)' },
+    },
+    help: DB_HELP,
+    run: ([db, thread], v, io) => {
+      const branch = str(v.branch);
+      return withStore(db!, (store) =>
+        show(store, thread!, { ...(branch === undefined ? {} : { branch }), json: !!v.json }, io),
+      );
+    },
+  },
+  migrate: {
+    args: ['<db>'],
+    summary: 'bring the schema up to date (the database must exist)',
+    options: {},
+    help: [
+      ...DB_HELP,
+      'Applies the pending migrations of an older Cairn database, or creates the schema in an',
+      'empty SQLite file or an empty Postgres schema. A missing SQLite file is not created.',
+    ],
+    run: ([db], _v, io) => migrate(parseTarget(db!), io),
+  },
+  doctor: {
+    args: ['<db>'],
+    summary: 'check a database: schema, integrity, embedding space, orphans, sizes',
+    options: json,
+    help: [
+      ...DB_HELP,
+      'Reports the schema version and pending migrations, the integrity check, the embedding',
+      'space, rows pointing at missing rows, and rows and bytes per table. Writes nothing.',
+      'Exits 1 when it finds a problem.',
+    ],
+    run: ([db], v, io) => doctor(parseTarget(db!), !!v.json, io),
+  },
+};
+
+const HELP_OPTION: Options = {
+  help: { type: 'boolean', short: 'h', description: 'show this help' },
+};
+
+function optionLines(options: Options): string[] {
+  return Object.entries({ ...options, ...HELP_OPTION }).map(([name, o]) => {
+    const flag = `--${name}${o.type === 'string' ? ' <value>' : ''}${o.short ? `, -${o.short}` : ''}`;
+    return `  ${flag.padEnd(22)} ${o.description}`;
+  });
+}
+
+function commandHelp(name: string, c: Command): string {
+  return [
+    `usage: cairn ${name} ${c.args.join(' ')} [options]`,
+    '',
+    `${c.summary[0]!.toUpperCase()}${c.summary.slice(1)}.`,
+    ...c.help,
+    '',
+    'options:',
+    ...optionLines(c.options),
+    '',
+  ].join('\n');
+}
+
+export function mainHelp(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((n) => n.length));
+  return [
+    'usage: cairn <command> [options]',
+    '',
+    'Look into, check and migrate a Cairn database: a SQLite file or a Postgres URL.',
+    '',
+    'commands:',
+    ...Object.entries(COMMANDS).map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`),
+    '',
+    'Run `cairn <command> --help` for its options.',
+    '',
+  ].join('\n');
+}
+
+/** Every option's description is for help only: parseArgs must not see it. */
+function parseConfig(options: Options): NonNullable<ParseArgsConfig['options']> {
+  const out: NonNullable<ParseArgsConfig['options']> = {};
+  for (const [k, { type, short }] of Object.entries({ ...options, ...HELP_OPTION }))
+    out[k] = short ? { type, short } : { type };
+  return out;
+}
+
+/**
+ * Runs the command line (`argv` without `node` and the script) and returns the exit
+ * code: 0 on success, 1 on a failure, 2 on bad usage. A failure is reported as one line
+ * on stderr.
+ *
+ * @example
+ * ```ts
+ * import { run } from '@cairn/cli';
+ * const code = await run(['--help']);
+ * ```
+ */
+export async function run(
+  argv: string[],
+  io: Io = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin },
+): Promise<number> {
+  const [name, ...rest] = argv;
+  try {
+    if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+      io.stdout.write(mainHelp());
+      return name === undefined ? 2 : 0;
+    }
+    const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+    if (!command) throw usage(`unknown command ${JSON.stringify(name)}; run \`cairn --help\``);
+    let parsed: { values: Values; positionals: string[] };
+    try {
+      parsed = parseArgs({
+        args: rest,
+        options: parseConfig(command.options),
+        allowPositionals: true,
+        strict: true,
+      }) as { values: Values; positionals: string[] };
+    } catch (e) {
+      throw usage(`${(e as Error).message.split('\n')[0]}; run \`cairn ${name} --help\``);
+    }
+    if (parsed.values.help) {
+      io.stdout.write(commandHelp(name, command));
+      return 0;
+    }
+    if (parsed.positionals.length !== command.args.length)
+      throw usage(`usage: cairn ${name} ${command.args.join(' ')} (run \`cairn ${name} --help\`)`);
+    return await command.run(parsed.positionals, parsed.values, io);
+  } catch (e) {
+    const message =
+      e instanceof CliError || isCairnError(e)
+        ? e.message
+        : `unexpected failure: ${(e as Error)?.stack ?? e}`;
+    io.stderr.write(`cairn: ${message}\n`);
+    return e instanceof CliError ? e.exitCode : 1;
+  }
+}
+
+export type { Target };

@@ -1,0 +1,172 @@
+import { existsSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { isCairnError } from '@cairn/core';
+import type { Store } from '@cairn/store';
+import { createPostgresStore, SCHEMA_VERSION as POSTGRES_VERSION } from '@cairn/store-postgres';
+import { createSqliteStore, SCHEMA_VERSION as SQLITE_VERSION } from '@cairn/store-sqlite';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+
+/** A failure the command line reports as one line, with its exit code. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+  }
+}
+
+/** Bad usage: exit code 2. */
+export const usage = (message: string) => new CliError(message, 2);
+
+/** A database named on the command line: a SQLite file or a Postgres URL (and schema). */
+export type Target =
+  | { kind: 'sqlite'; path: string; label: string }
+  | { kind: 'postgres'; url: string; schema: string; label: string };
+
+/**
+ * `postgres://…` or `postgresql://…` is a Postgres database; the query parameter `schema`
+ * (default `cairn`) names the schema holding Cairn's tables. Anything else is a SQLite path.
+ */
+export function parseTarget(arg: string): Target {
+  if (/^postgres(ql)?:\/\//i.test(arg)) {
+    let url: URL;
+    try {
+      url = new URL(arg);
+    } catch {
+      throw usage(`not a valid Postgres URL: ${arg}`);
+    }
+    const schema = url.searchParams.get('schema') ?? 'cairn';
+    url.searchParams.delete('schema');
+    const label = new URL(url);
+    if (label.password) label.password = '***';
+    return { kind: 'postgres', url: url.toString(), schema, label: label.toString() };
+  }
+  if (arg === '' || arg === ':memory:')
+    throw usage(`a database must be a file path or a Postgres URL, got ${JSON.stringify(arg)}`);
+  return { kind: 'sqlite', path: resolve(arg), label: arg };
+}
+
+/** What a database holds, read without writing anything. */
+export interface Probe {
+  /** The Cairn schema version recorded (0: none). */
+  version: number;
+  /** The version this code writes. */
+  latest: number;
+  /** Nothing there yet: a missing or empty SQLite file, a missing or empty Postgres schema. */
+  empty: boolean;
+}
+
+function reason(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** Reads the schema version of a SQLite file, read-only. A missing file is not created. */
+function probeSqlite(t: Extract<Target, { kind: 'sqlite' }>, mayCreate: boolean): Probe {
+  if (!existsSync(t.path)) {
+    if (mayCreate && existsSync(dirname(t.path)))
+      return { version: 0, latest: SQLITE_VERSION, empty: true };
+    throw new CliError(`no such file: ${t.label}`);
+  }
+  if (!statSync(t.path).isFile()) throw new CliError(`not a file: ${t.label}`);
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(t.path, { readonly: true, fileMustExist: true });
+    const tables = db
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+      .pluck()
+      .all() as string[];
+    if (!tables.includes('cairn_migrations'))
+      return { version: 0, latest: SQLITE_VERSION, empty: tables.length === 0 };
+    const v = db.prepare('SELECT max(version) FROM cairn_migrations').pluck().get() as
+      | number
+      | null;
+    return { version: v ?? 0, latest: SQLITE_VERSION, empty: false };
+  } catch (e) {
+    throw new CliError(`${t.label} is not a SQLite database (${reason(e)})`);
+  } finally {
+    db?.close();
+  }
+}
+
+/** A pg client for `t`, connected, or a `CliError` naming the server. */
+export async function connectPostgres(
+  t: Extract<Target, { kind: 'postgres' }>,
+): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: t.url, connectionTimeoutMillis: 5000 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return client;
+  } catch (e) {
+    await client.end().catch(() => undefined);
+    throw new CliError(`cannot reach Postgres at ${t.label}: ${reason(e)}`);
+  }
+}
+
+async function probePostgres(t: Extract<Target, { kind: 'postgres' }>): Promise<Probe> {
+  const client = await connectPostgres(t);
+  try {
+    const { rows } = await client.query<{ tables: string[] }>(
+      'SELECT coalesce(array_agg(tablename::text), ARRAY[]::text[]) AS tables FROM pg_tables WHERE schemaname = $1',
+      [t.schema],
+    );
+    const tables = rows[0]?.tables ?? [];
+    if (!tables.includes('cairn_migrations'))
+      return { version: 0, latest: POSTGRES_VERSION, empty: tables.length === 0 };
+    const v = await client.query<{ v: number | null }>(
+      `SELECT max(version) AS v FROM ${quote(t.schema)}.cairn_migrations`,
+    );
+    return { version: v.rows[0]?.v ?? 0, latest: POSTGRES_VERSION, empty: false };
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+export const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
+
+/** Reads what the database holds; writes nothing. */
+export function probe(t: Target, mayCreate = false): Promise<Probe> {
+  return t.kind === 'sqlite' ? Promise.resolve(probeSqlite(t, mayCreate)) : probePostgres(t);
+}
+
+/**
+ * How a command may open a database:
+ * - `current`: a Cairn database at the schema this code writes (nothing is migrated);
+ * - `migrate`: an existing Cairn database of any older version, or an empty one;
+ * - `create`: as `migrate`, and a SQLite file that does not exist yet is created.
+ */
+export type OpenMode = 'current' | 'migrate' | 'create';
+
+/** Checks that `t` may be opened in `mode`, without writing; returns what it holds. */
+export async function check(t: Target, mode: OpenMode): Promise<Probe> {
+  const p = await probe(t, mode === 'create');
+  const where = t.kind === 'postgres' ? `${t.label} (schema ${t.schema})` : t.label;
+  if (p.version > p.latest)
+    throw new CliError(
+      `${where} is at schema version ${p.version}, newer than this cairn knows (${p.latest}); upgrade @cairn/cli`,
+    );
+  if (p.version === 0 && !(mode !== 'current' && p.empty))
+    throw new CliError(`${where} is not a Cairn database`);
+  if (mode === 'current' && p.version < p.latest)
+    throw new CliError(
+      `${where} is at schema version ${p.version}, this cairn needs ${p.latest}: run \`cairn migrate\` first`,
+    );
+  return p;
+}
+
+/** Opens the store on `t` after `check` (opening migrates, so it is checked first). */
+export async function openStore(t: Target, mode: OpenMode): Promise<Store> {
+  await check(t, mode);
+  try {
+    return t.kind === 'sqlite'
+      ? createSqliteStore({ path: t.path })
+      : await createPostgresStore(
+          { connectionString: t.url },
+          { schema: t.schema, maxConnections: 4 },
+        );
+  } catch (e) {
+    throw new CliError(isCairnError(e) ? e.message : `cannot open ${t.label}: ${reason(e)}`);
+  }
+}

@@ -1,0 +1,2 @@
+export { COMMANDS, run } from './cli.js';
+export type { Io } from './output.js';

@@ -1,0 +1,90 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Store } from '@cairn/store';
+import { createPostgresStore } from '@cairn/store-postgres';
+import { dropSchema, freshSchema, POSTGRES_TEST_URL } from '@cairn/store-postgres/testing';
+import { createSqliteStore } from '@cairn/store-sqlite';
+
+const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+
+export interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built `cairn` with `args` (and `input` on stdin). */
+export function cairn(args: string[], input?: string | Buffer): Promise<Result> {
+  return new Promise((resolve) => {
+    const child = execFile(
+      process.execPath,
+      [BIN, ...args],
+      { maxBuffer: 256 * 1024 * 1024, encoding: 'utf8' },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+    child.stdin?.end(input ?? '');
+  });
+}
+
+export const tempDir = () => mkdtempSync(join(tmpdir(), 'cairn-cli-'));
+
+/** A database the tests can name on the command line and open as a store. */
+export interface TestDb {
+  /** What `cairn` is given. */
+  arg: string;
+  open(): Promise<Store>;
+  drop(): Promise<void>;
+}
+
+export type Kind = 'sqlite' | 'postgres';
+
+export function testDb(kind: Kind): TestDb {
+  if (kind === 'sqlite') {
+    const path = join(tempDir(), 'cairn.db');
+    return { arg: path, open: async () => createSqliteStore({ path }), drop: async () => {} };
+  }
+  const schema = freshSchema('cairn_cli');
+  const url = new URL(POSTGRES_TEST_URL);
+  url.searchParams.set('schema', schema);
+  return {
+    arg: url.toString(),
+    open: () =>
+      createPostgresStore({ connectionString: POSTGRES_TEST_URL }, { schema, maxConnections: 2 }),
+    drop: () => dropSchema(schema),
+  };
+}
+
+/** A thread with a two-message main branch, a fork, a checkpoint and a state commit. */
+export async function seed(store: Store, title = 'Soil carbon') {
+  const thread = await store.createThread({ title, resourceId: 'user-1', metadata: { k: 1 } });
+  const [a, b] = await store.addMessages([
+    { threadId: thread.id, parentId: null, role: 'user', data: 'hello' },
+    { threadId: thread.id, parentId: null, role: 'assistant', data: { text: 'hi there' } },
+  ]);
+  const [b2] = await store.addMessages([
+    { threadId: thread.id, parentId: a!.id, role: 'assistant', data: 'reply' },
+  ]);
+  const main = await store.createBranch({
+    threadId: thread.id,
+    name: 'main',
+    headMessageId: b2!.id,
+  });
+  const alt = await store.createBranch({
+    threadId: thread.id,
+    name: 'alt',
+    headMessageId: b!.id,
+    parentBranchId: main.id,
+  });
+  await store.saveCheckpoint({ threadId: thread.id, name: 'start', messageId: a!.id });
+  await store.appendStateCommit(
+    { branchId: main.id, messageId: b2!.id, update: { n: 1 }, snapshot: { n: 1 } },
+    0,
+  );
+  return { thread, main, alt, messages: { a: a!, b: b!, b2: b2! } };
+}

@@ -1,0 +1,1 @@
+export { type Inspector, type InspectorOptions, startInspector } from './server.js';
