@@ -2,7 +2,6 @@ import {
   type Branch,
   defineState,
   invalidArgument,
-  isCairnError,
   type JsonObject,
   jsonEqual,
   type Message,
@@ -13,7 +12,13 @@ import {
   toJson,
 } from '@cairn/core';
 import type { ListThreadsOptions, NewMessage, Page, Store } from '@cairn/store';
-import { type CairnThread, type MessageInput, openThread } from '@cairn/thread';
+import {
+  type CairnThread,
+  type MessageInput,
+  openThread,
+  retryAttempts,
+  retryOnConflict,
+} from '@cairn/thread';
 import type { UIMessage } from 'ai';
 import { checkShape } from './ui-message.js';
 
@@ -27,7 +32,7 @@ export interface ChatStoreOptions<S extends StateSchema<any>> {
   store: Store;
   /** The schema of `thread.state` for app state (title, tools used, ...). Default: no fields. */
   schema?: S;
-  /** Attempts when another request moved the chat's head during a save. Default 50. */
+  /** Retries when another request moved the chat's head during a save. Default 50. */
   maxRetries?: number;
 }
 
@@ -104,13 +109,13 @@ export function createChatStore<S extends StateSchema<any> = typeof NoState>(
 export class ChatStore<S extends StateSchema<any> = typeof NoState> {
   readonly #store: Store;
   readonly #schema: S;
-  readonly #maxRetries: number;
+  readonly #attempts: number;
 
   /** @internal — use `createChatStore`. */
   constructor(options: ChatStoreOptions<S>) {
     this.#store = options.store;
     this.#schema = options.schema ?? (NoState as unknown as S);
-    this.#maxRetries = options.maxRetries ?? 50;
+    this.#attempts = retryAttempts(options.maxRetries);
   }
 
   /** Creates an empty chat and returns its id. `CONFLICT` when the id is taken. */
@@ -167,38 +172,21 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
    * is compared again with what it saved, so neither save loses messages.
    *
    * The list extends the branch when the message at the head's position in the list is the
-   * head (same id and content); then only the messages after it are read. Otherwise the
-   * list is compared with the branch from that position toward the start, a page at a time,
-   * until a message matches.
+   * head (same id and content); then the list is read once, start to end, and only the
+   * messages after the head are converted and written. Otherwise the list is compared with
+   * the branch from that position toward the start, a page at a time, until a message
+   * matches.
    */
   async saveChat<M extends UIMessage>(options: SaveChatOptions<M>): Promise<SaveChatResult> {
     if (typeof options !== 'object' || options === null)
       throw invalidArgument('saveChat needs { chatId, messages }');
-    const { chatId, messages } = options;
-    if (typeof chatId !== 'string' || chatId.length === 0)
-      throw invalidArgument('chatId must be a non-empty string', { chatId });
+    const chatId = checkChatId(options.chatId);
+    const { messages } = options;
     if (!Array.isArray(messages)) throw invalidArgument('messages must be an array of UIMessages');
-    const ids = new Set<string>();
-    for (let i = 0; i < messages.length; i++) {
-      const m = messages[i];
-      checkShape(m, i);
-      if (ids.has(m.id))
-        throw invalidArgument(
-          `messages[${i}].id ${JSON.stringify(m.id)} appears twice in the list`,
-          {
-            index: i,
-            id: m.id,
-          },
-        );
-      ids.add(m.id);
-    }
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.#save(chatId, messages, options.resourceId ?? null);
-      } catch (e) {
-        if (!isCairnError(e, 'CONFLICT') || attempt >= this.#maxRetries) throw e;
-      }
-    }
+    const resourceId = options.resourceId ?? null;
+    return retryOnConflict(() => this.#save(chatId, messages, resourceId), {
+      attempts: this.#attempts,
+    });
   }
 
   async #save(
@@ -207,30 +195,18 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     resourceId: string | null,
   ): Promise<SaveChatResult> {
     const n = messages.length;
-    let active = await this.#store.getActiveBranch(chatId);
-    if (active === null) {
-      // A new chat (or one made without a branch): the engine creates it and its `main`.
-      const t = await openThread(this.#store, {
-        schema: this.#schema,
-        threadId: chatId,
-        resourceId,
-      });
-      active = t.branch;
-      await t.close();
-    }
+    const active = await this.#store.getActiveBranch(chatId);
     const head =
-      active.headMessageId === null ? null : await this.#store.getMessage(active.headMessageId);
+      active?.headMessageId == null ? null : await this.#store.getMessage(active.headMessageId);
     // The common case, a new turn: the list holds the head at its position. Only the
-    // messages after it are read and written, and only if the head has not moved since.
-    if (head === null || (head.depth < n && this.#same(messages[head.depth]!, head))) {
-      return this.#append(active, head, messages);
+    // messages after it are written, and only if the head has not moved since.
+    if (head === null || (head.depth < n && this.#same(messages, head))) {
+      const fresh = this.#fresh(messages, head?.depth ?? -1);
+      // A new chat (or one made without a branch): the engine creates it and its `main`.
+      const branch = active ?? (await this.#withThread(chatId, resourceId, async (t) => t.branch));
+      return this.#append(branch, head, fresh);
     }
-    const thread = await openThread(this.#store, { schema: this.#schema, threadId: chatId });
-    try {
-      return await this.#diverged(thread, head, messages);
-    } finally {
-      await thread.close();
-    }
+    return this.#withThread(chatId, resourceId, (thread) => this.#diverged(thread, head, messages));
   }
 
   async #diverged(
@@ -251,11 +227,12 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
       if (p <= (best?.at.depth ?? -1)) continue;
       const at =
         p === h.depth ? h : (await this.#store.getChain(h.id, { beforeDepth: p + 1, limit: 1 }))[0];
-      if (at && this.#same(messages[p]!, at)) best = { name: b.name, at, isHead: at === h };
+      if (at && this.#same(messages, at)) best = { name: b.name, at, isHead: at === h };
     }
     if (best !== null) {
+      const fresh = this.#fresh(messages, best.isHead ? best.at.depth : n - 1);
       if (best.name !== thread.branchName) await thread.switchBranch(best.name);
-      if (best.isHead) return this.#append(thread.branch, best.at, messages);
+      if (best.isHead) return this.#append(thread.branch, best.at, fresh);
       // The list is the start of that branch: a new branch at its last message.
       await thread.rewind(best.at.id);
       return { branch: thread.branchName, forked: true, saved: 0 };
@@ -270,7 +247,7 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
       if (page.length === 0) break;
       for (let k = page.length - 1; k >= 0; k--) {
         const m = page[k]!;
-        if (this.#same(messages[m.depth]!, m)) {
+        if (this.#same(messages, m)) {
           common = m;
           break search;
         }
@@ -286,33 +263,54 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     }
     // The first new message takes the id of the stored one it replaces: that makes the
     // engine's save an edit, which forks at that message's parent and saves there.
-    const fresh: MessageInput[] = this.#fresh(messages, at);
+    const fresh = this.#fresh(messages, at);
     fresh[0]!.id = replaced.id;
     thread.add(fresh);
     const saved = await thread.save();
     return { branch: thread.branchName, forked: true, saved: saved.length };
   }
 
-  /** The messages after position `at`, checked and as Cairn messages. */
+  /**
+   * The one pass over the client's list, before anything is written: every message has the
+   * shape the AI SDK requires, and the messages after position `at` (the ones to write)
+   * are JSON and have ids found nowhere else in the list. Returns those as Cairn messages.
+   */
   #fresh(messages: UIMessage[], at: number): MessageInput[] {
-    return messages.slice(at + 1).map((m, k) => ({
-      role: m.role,
-      type: UI_MESSAGE_TYPE,
-      data: toJson(m, `messages[${at + 1 + k}]`),
-    }));
+    const positions = new Map<string, number>();
+    const unique = (m: UIMessage, i: number) => {
+      const j = positions.get(m.id);
+      if (j === undefined) return;
+      throw invalidArgument(
+        `messages[${Math.max(i, j)}].id ${JSON.stringify(m.id)} appears twice in the list (also at ${Math.min(i, j)})`,
+        { index: Math.max(i, j), id: m.id },
+      );
+    };
+    const fresh: MessageInput[] = [];
+    for (let i = at + 1; i < messages.length; i++) {
+      const m = messages[i];
+      checkShape(m, i);
+      unique(m, i);
+      positions.set(m.id, i);
+      fresh.push({ role: m.role, type: UI_MESSAGE_TYPE, data: toJson(m, `messages[${i}]`) });
+    }
+    for (let i = 0; i <= at && i < messages.length; i++) {
+      const m = messages[i];
+      checkShape(m, i);
+      unique(m, i);
+    }
+    return fresh;
   }
 
   /**
-   * Appends the messages after `head`'s position to `branch` and moves its head, in one
-   * transaction, if the head is still `head`: `CONFLICT` otherwise (then the save compares
-   * the list again with what the other writer saved).
+   * Appends `fresh` after `head` on `branch` and moves its head, in one transaction, if
+   * the head is still `head`: `CONFLICT` otherwise (then the save compares the list again
+   * with what the other writer saved).
    */
   async #append(
     branch: Branch,
     head: Message | null,
-    messages: UIMessage[],
+    fresh: MessageInput[],
   ): Promise<SaveChatResult> {
-    const fresh = this.#fresh(messages, head?.depth ?? -1);
     if (fresh.length === 0) return { branch: branch.name, forked: false, saved: 0 };
     let parentId = head?.id ?? null;
     const chain = fresh.map((m): NewMessage => {
@@ -327,12 +325,28 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     return { branch: branch.name, forked: false, saved: chain.length };
   }
 
-  /** Whether the client's message `m` is the stored message `s` (its position is `s.depth`). */
-  #same(m: UIMessage, s: Message): boolean {
+  /** Whether the client's message at the stored message `s`'s position (`s.depth`) is `s`. */
+  #same(messages: UIMessage[], s: Message): boolean {
+    const m = messages[s.depth];
+    checkShape(m, s.depth);
     return (
       (s.data as { id?: unknown }).id === m.id &&
       jsonEqual(toJson(m, `messages[${s.depth}]`), s.data)
     );
+  }
+
+  /** Runs `fn` on the chat's thread (created, with `main`, when it does not exist). */
+  async #withThread<T>(
+    chatId: string,
+    resourceId: string | null,
+    fn: (thread: CairnThread<S>) => Promise<T>,
+  ): Promise<T> {
+    const thread = await this.#openThread(chatId, resourceId);
+    try {
+      return await fn(thread);
+    } finally {
+      await thread.close();
+    }
   }
 
   /** The chat's branches, in creation order. `NOT_FOUND` when the chat does not exist. */
@@ -400,20 +414,34 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
    */
   async open(chatId: string): Promise<CairnThread<S>> {
     await this.#requireChat(chatId);
-    return openThread(this.#store, { schema: this.#schema, threadId: chatId });
+    return this.#openThread(chatId, null);
+  }
+
+  #openThread(chatId: string, resourceId: string | null): Promise<CairnThread<S>> {
+    return openThread(this.#store, {
+      schema: this.#schema,
+      threadId: chatId,
+      resourceId,
+      maxRetries: this.#attempts - 1,
+    });
   }
 
   async #requireChat(chatId: string): Promise<Thread> {
-    if (typeof chatId !== 'string' || chatId.length === 0)
-      throw invalidArgument('chatId must be a non-empty string', { chatId });
-    const t = await this.#store.getThread(chatId);
+    const t = await this.#store.getThread(checkChatId(chatId));
     if (!t) throw notFound('chat', chatId);
     return t;
   }
 
+  /** The active branch's head (one read when the chat has a branch). `NOT_FOUND` for no chat. */
   async #activeHead(chatId: string): Promise<string | null> {
+    const b = await this.#store.getActiveBranch(checkChatId(chatId));
+    if (b) return b.headMessageId;
     await this.#requireChat(chatId);
-    const b = await this.#store.getActiveBranch(chatId);
-    return b?.headMessageId ?? null;
+    return null;
   }
+}
+
+function checkChatId(chatId: unknown): string {
+  if (typeof chatId === 'string' && chatId.length > 0) return chatId;
+  throw invalidArgument('chatId must be a non-empty string', { chatId });
 }

@@ -260,6 +260,27 @@ export function describeChatStore(s: ChatTestStore): void {
         (await bad({ id: 'x', role: 'user', parts: [{ type: 'text', text: 1n }] })).message,
       ).toBe('messages[2].parts[0].text: BigInt is not JSON');
       expect((await bad(base[0])).message).toMatch(/^messages\[2\]\.id .* appears twice/);
+      // A bad message before the head, while the rest extends the branch: still rejected.
+      const reply = { id: 'r', role: 'assistant', parts: [] } as UIMessage;
+      expect(
+        (
+          await error(
+            chats.saveChat({
+              chatId,
+              messages: [{ ...base[0]!, role: 'tool' as never }, base[1]!, reply],
+            }),
+          )
+        ).message,
+      ).toMatch(/^messages\[0\]\.role must be/);
+      // A save that would create the chat creates nothing when a message is bad.
+      const unborn = `chat-${Math.random().toString(36).slice(2)}`;
+      expect(
+        await code(chats.saveChat({ chatId: unborn, messages: [{ id: 'q' } as UIMessage] })),
+      ).toBe('INVALID_ARGUMENT');
+      expect(await chats.getChat(unborn)).toBeNull();
+      expect(
+        await code(Promise.resolve().then(() => createChatStore({ store, maxRetries: -1 }))),
+      ).toBe('INVALID_ARGUMENT');
       // A bad message after an edit: the edit is not half-saved either.
       const edit = { ...base[0]!, parts: [{ type: 'text', text: 'changed' }] };
       expect(

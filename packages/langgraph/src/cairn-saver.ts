@@ -30,9 +30,11 @@ import {
 } from '@langchain/langgraph-checkpoint';
 import {
   type CachedNode,
+  type ChannelRef,
   type CheckpointRecord,
   isStoredList,
   type LogRecord,
+  type MessageRefs,
   NamespaceLog,
   type StoredList,
   type StoredValue,
@@ -65,6 +67,8 @@ class ThreadLogs {
   readonly spaces = new Map<string, NamespaceLog>();
   readonly nodes = new Map<string, CachedNode>();
   readonly lock = new AsyncLock();
+  /** The `put`s of this saver in flight on the thread. */
+  readonly puts = new Set<Promise<void>>();
   constructor(readonly id: string) {}
 }
 
@@ -95,6 +99,15 @@ function roleOf(value: JsonValue): { role: string; type: string | null } {
   return { role: 'item', type: null };
 }
 
+/** A serialized LangChain message that a value can refer to as a Cairn message (not a `RemoveMessage`). */
+function isMessage(value: JsonValue): boolean {
+  const { role, type } = roleOf(value);
+  return type !== null && role !== 'remove';
+}
+
+/** The input channel: a graph's input is its value until the first step applies it. */
+const START = '__start__';
+
 const decoder = new TextDecoder();
 
 function nodeJson(node: CachedNode): string {
@@ -115,6 +128,45 @@ function sameContent(node: CachedNode, json: string): boolean {
   return true;
 }
 const MAX_ATTEMPTS = 50;
+
+/**
+ * Where messages bound for a channel chain at a checkpoint: after the head of its list, at the
+ * root before it has a value, nowhere (undefined: stored in place) when its value is not a list
+ * (a delta channel, a list stored whole).
+ */
+function listHead(resolved: Map<string, { r: ChannelRef }> | undefined, channel: string) {
+  const r = resolved?.get(channel)?.r;
+  if (r === undefined) return null;
+  return r !== 0 && isStoredList(r) ? r.m : undefined;
+}
+
+/**
+ * The message nodes one `put` or `putWrites` adds. A message is stored once where it is first
+ * seen (the graph's input, a task's write, or a list value) and chained after the list it will
+ * be appended to; what follows reuses that node: `node()` returns a node of the pool (the
+ * messages the checkpoint's values and pending writes refer to) with the same content and
+ * parent before it makes a new one.
+ */
+class NodeWriter {
+  readonly added: NewMessage[] = [];
+  readonly cached: Array<readonly [string, CachedNode]> = [];
+  constructor(
+    private readonly thread: ThreadLogs,
+    private readonly pool: string[],
+  ) {}
+
+  node(json: string, parentId: string | null): string {
+    for (const id of this.pool) {
+      const node = this.thread.nodes.get(id)!;
+      if (node.parent === parentId && sameContent(node, json)) return id;
+    }
+    const id = newId();
+    const data = JSON.parse(json) as JsonValue;
+    this.added.push({ id, threadId: this.thread.id, parentId, data, ...roleOf(data) });
+    this.cached.push([id, { parent: parentId, json }]);
+    return id;
+  }
+}
 
 function configThreadId(config: RunnableConfig): string | undefined {
   const id: unknown = config.configurable?.thread_id;
@@ -174,13 +226,15 @@ export class CairnSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * Versions unique per lineage: the next integer plus a random fraction. Two forks of one
-   * checkpoint that both write a channel get different versions (langgraphjs#1812), and
-   * versions stay numbers, as LangGraph's typings expect.
+   * Versions unique per lineage: the next integer plus a random fraction of six digits. Two
+   * forks of one checkpoint that both write a channel get different versions (langgraphjs#1812;
+   * values are looked up along a checkpoint's own lineage in any case), and versions stay
+   * numbers, as LangGraph's typings expect, short in every checkpoint that names them.
    */
   override getNextVersion(current: number | undefined): number {
     const n = Math.floor(Number(current ?? 0)) || 0;
-    return n + 1 + Math.random();
+    // An integer divided by 1e6 prints as its six decimals ("12.345678").
+    return ((n + 1) * 1e6 + 1 + Math.floor(Math.random() * 999_999)) / 1e6;
   }
 
   // ------------------------------------------------------------------ reads
@@ -261,7 +315,7 @@ export class CairnSaver extends BaseCheckpointSaver {
         for (let i = writes.length - 1; i >= 0; i--) {
           const w = writes[i]!;
           if (!remaining.has(w.channel)) continue;
-          collected.get(w.channel)!.push([w.task, w.channel, await this.#decode(w.value)]);
+          collected.get(w.channel)!.push([w.task, w.channel, await this.#decode(w.value, thread)]);
         }
         const versions = await this.#channelVersions(ancestor);
         const resolved = log.resolve(ancestor.id);
@@ -302,7 +356,8 @@ export class CairnSaver extends BaseCheckpointSaver {
         `checkpoint.id must be a non-empty string, got ${JSON.stringify(checkpoint?.id)}`,
       );
     }
-    const { channel_values: values, ...rest } = checkpoint;
+    // The header leaves out the values (stored per channel below) and the id (the record's).
+    const { channel_values: values, id: _id, ...rest } = checkpoint;
     const header = await this.#encode(rest);
     const meta = await this.#encode(metadata);
     // A channel named in newVersions: its stored value, the elements of a message list, or 0 (absent).
@@ -324,17 +379,15 @@ export class CairnSaver extends BaseCheckpointSaver {
       }),
     );
     const thread = this.#thread(threadId);
-    await this.#append(thread, ns, async (log, tx) => {
-      const base = parent !== null && log.checkpoints.has(parent) ? log.resolve(parent) : undefined;
-      const vals: CheckpointRecord['vals'] = [];
-      const added: NewMessage[] = [];
-      const newJson: string[] = [];
-      let head: string | null | undefined;
+    const done = this.#append(thread, ns, async (log, tx) => {
+      const known = parent !== null && log.checkpoints.has(parent);
+      const base = known ? log.resolve(parent) : undefined;
+      const nodes = new NodeWriter(thread, known ? await this.#pool(thread, log, parent, tx) : []);
+      const vals = new Map<string, CheckpointRecord['vals'][number]>();
+      // Message lists first: the values after them (the graph's input) chain after their heads.
+      const heads = new Map<string, string | null>();
       for (const [channel, version, value] of prepared) {
-        if (value === 0 || 'value' in value) {
-          vals.push([channel, version, value === 0 ? 0 : value.value]);
-          continue;
-        }
+        if (value === 0 || !('list' in value)) continue;
         const items = value.list;
         const baseRef = base?.get(channel)?.r;
         const baseIds =
@@ -347,37 +400,43 @@ export class CairnSaver extends BaseCheckpointSaver {
         ) {
           k++;
         }
-        let parentId = k > 0 ? baseIds[k - 1]! : null;
-        for (let i = k; i < items.length; i++) {
-          const id = newId();
-          const data = JSON.parse(items[i]!) as JsonValue;
-          added.push({ id, threadId, parentId, data, ...roleOf(data) });
-          newJson.push(items[i]!);
-          parentId = id;
+        let head = k > 0 ? baseIds[k - 1]! : null;
+        for (let i = k; i < items.length; i++) head = nodes.node(items[i]!, head);
+        heads.set(channel, head);
+        vals.set(channel, [channel, version, { m: head, n: items.length }]);
+      }
+      const headOf = (channel: string) => {
+        const own = prepared.find(([c]) => c === channel);
+        if (!own) return listHead(base, channel);
+        return own[2] !== 0 && 'list' in own[2] ? heads.get(channel)! : undefined;
+      };
+      for (const [channel, version, value] of prepared) {
+        if (value === 0) vals.set(channel, [channel, version, 0]);
+        else if ('value' in value) {
+          vals.set(channel, [channel, version, this.#refer(channel, value.value, headOf, nodes)]);
         }
-        const ref: StoredList = { m: parentId, n: items.length };
-        vals.push([channel, version, ref]);
-        if (head === undefined && channel === [...this.#messageChannels][0]) head = parentId;
       }
-      if (added.length > 0) await tx.addMessages(added);
-      if (head === undefined) {
-        const inherited = base?.get([...this.#messageChannels][0]!)?.r;
-        head = inherited && isStoredList(inherited) ? inherited.m : null;
-      }
+      if (nodes.added.length > 0) await tx.addMessages(nodes.added);
       const record: CheckpointRecord = {
         lg: 'checkpoint',
         id: checkpoint.id,
         parent,
         header,
         meta,
-        vals,
+        vals: prepared.map(([channel]) => vals.get(channel)!),
       };
       return {
         record,
-        messageId: head,
-        added: added.map((m, i) => [m.id!, { parent: m.parentId, json: newJson[i] }] as const),
+        messageId: headOf([...this.#messageChannels][0]!) ?? null,
+        added: nodes.cached,
       };
     });
+    thread.puts.add(done);
+    try {
+      await done;
+    } finally {
+      thread.puts.delete(done);
+    }
     return {
       configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id },
     };
@@ -409,13 +468,34 @@ export class CairnSaver extends BaseCheckpointSaver {
       ),
     );
     if (items.length === 0) return;
-    await this.#append(this.#thread(threadId), ns, async (log) => {
+    const thread = this.#thread(threadId);
+    await this.#arrival(thread, ns, checkpointId);
+    await this.#append(thread, ns, async (log, tx) => {
       const kept = items.filter(([idx]) => idx < 0 || !log.hasWrite(checkpointId, taskId, idx));
       if (kept.length === 0) return null;
+      // Messages written for a checkpoint chain after its lists, reusing the nodes of its input.
+      const nodes = new NodeWriter(thread, await this.#pool(thread, log, checkpointId, tx));
+      const current = log.checkpoints.has(checkpointId) ? log.resolve(checkpointId) : undefined;
+      const headOf = (channel: string) => listHead(current, channel);
+      const referred = kept.map(
+        ([idx, channel, value]) =>
+          [idx, channel, this.#refer(channel, value, headOf, nodes)] as [
+            number,
+            string,
+            StoredValue,
+          ],
+      );
+      if (nodes.added.length > 0) await tx.addMessages(nodes.added);
       return {
-        record: { lg: 'writes', cp: checkpointId, task: taskId, path: taskPath ?? '', items: kept },
+        record: {
+          lg: 'writes',
+          cp: checkpointId,
+          task: taskId,
+          path: taskPath ?? '',
+          items: referred,
+        },
         messageId: null,
-        added: [],
+        added: nodes.cached,
       };
     });
   }
@@ -431,6 +511,22 @@ export class CairnSaver extends BaseCheckpointSaver {
   }
 
   // ------------------------------------------------------------------ internals
+
+  /**
+   * Waits until a checkpoint this saver is putting is stored. LangGraph calls `putWrites` as soon
+   * as a task ends but chains each `put` after the previous one, so a task's writes can arrive
+   * before the checkpoint they belong to; waiting lets their messages chain after its lists.
+   * Returns at once for a checkpoint already stored, else when no put of this saver is coming.
+   */
+  async #arrival(thread: ThreadLogs, ns: string, id: string): Promise<void> {
+    for (let i = 0; i < MAX_ATTEMPTS; i++) {
+      if (thread.spaces.get(ns)?.checkpoints.has(id)) return;
+      if (i > 0 && thread.puts.size === 0) return;
+      if (thread.puts.size > 0) await Promise.race([...thread.puts].map((p) => p.catch(() => {})));
+      // The next put of LangGraph's chain is called in the microtasks after the previous one.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
 
   #thread(id: string): ThreadLogs {
     let thread = this.#threads.get(id);
@@ -628,8 +724,90 @@ export class CairnSaver extends BaseCheckpointSaver {
     throw new CairnError('NOT_FOUND', `message chain ${JSON.stringify(list.m)} is incomplete`);
   }
 
+  /**
+   * Where a value written to `channel` holds messages bound for a message channel: the value
+   * itself for a message channel, the channel's key of the graph's input. `[key, channel]`.
+   */
+  #slots(channel: string, payload: JsonValue): Array<[string | null, string]> {
+    if (this.#messageChannels.has(channel)) return [[null, channel]];
+    if (channel !== START || typeof payload !== 'object' || payload === null) return [];
+    if (Array.isArray(payload)) return [];
+    return Object.keys(payload)
+      .filter((key) => this.#messageChannels.has(key))
+      .map((key) => [key, key]);
+  }
+
+  /**
+   * A value with the messages it holds for a message channel (a message, or a list of them)
+   * stored as Cairn messages chained after that channel's head, and referred to by id.
+   */
+  #refer(
+    channel: string,
+    value: StoredValue,
+    headOf: (channel: string) => string | null | undefined,
+    nodes: NodeWriter,
+  ): StoredValue {
+    const [type, payload] = value;
+    if (type !== 'json') return value;
+    const refs: MessageRefs = [];
+    let rest = payload;
+    for (const [key, target] of this.#slots(channel, payload)) {
+      const slot = key === null ? payload : (payload as JsonObject)[key]!;
+      const items = Array.isArray(slot) ? slot : [slot];
+      if (items.length === 0 || !items.every(isMessage)) continue;
+      const after = headOf(target);
+      if (after === undefined) continue;
+      let head = after;
+      const ids = items.map((item) => {
+        head = nodes.node(JSON.stringify(item), head);
+        return head;
+      });
+      refs.push([key, Array.isArray(slot) ? ids : ids[0]!]);
+      rest = key === null ? null : { ...(rest as JsonObject), [key]: null };
+    }
+    return refs.length > 0 ? ['json', rest, refs] : value;
+  }
+
+  /**
+   * The messages stored for what follows a checkpoint, their nodes cached: the ones its values
+   * (the graph's input) and pending writes refer to, and the ones its children's lists added
+   * after its own (a child can be stored before its parent's writes arrive).
+   */
+  async #pool(thread: ThreadLogs, log: NamespaceLog, id: string, store: Store): Promise<string[]> {
+    const ids: string[] = [];
+    const collect = (value: StoredValue) => {
+      for (const [, refs] of value[2] ?? [])
+        ids.push(...(typeof refs === 'string' ? [refs] : refs));
+    };
+    for (const [, , r] of log.checkpoints.get(id)?.vals ?? []) {
+      if (r !== 0 && !isStoredList(r)) collect(r);
+    }
+    for (const w of log.writes(id)) collect(w.value);
+    await this.#load(thread, ids, store);
+    const own = log.checkpoints.has(id) ? log.resolve(id) : undefined;
+    for (const child of log.children(id)) {
+      for (const [channel, , r] of child.vals) {
+        if (r === 0 || !isStoredList(r)) continue;
+        const mine = own?.get(channel)?.r;
+        const chain = await this.#chainIds(thread, r, store);
+        ids.push(...chain.slice(mine && isStoredList(mine) ? mine.n : 0));
+      }
+    }
+    return ids;
+  }
+
+  /** Caches the message nodes not yet cached. */
+  async #load(thread: ThreadLogs, ids: string[], store: Store = this.#store): Promise<void> {
+    for (const id of ids) {
+      if (thread.nodes.has(id)) continue;
+      const m = await store.getMessage(id);
+      if (!m) throw new CairnError('NOT_FOUND', `message ${JSON.stringify(id)} is missing`);
+      thread.nodes.set(id, { parent: m.parentId, value: m.data });
+    }
+  }
+
   async #value(thread: ThreadLogs, ref: StoredValue | StoredList): Promise<unknown> {
-    if (!isStoredList(ref)) return this.#decode(ref);
+    if (!isStoredList(ref)) return this.#decode(ref, thread);
     const ids = await this.#chainIds(thread, ref);
     const json = `[${ids.map((id) => nodeJson(thread.nodes.get(id)!)).join(',')}]`;
     return this.serde.loadsTyped('json', json);
@@ -643,10 +821,25 @@ export class CairnSaver extends BaseCheckpointSaver {
     return [type, Buffer.from(bytes).toString('base64')];
   }
 
-  #decode([type, payload]: StoredValue): Promise<unknown> {
-    return type === 'json'
-      ? this.serde.loadsTyped('json', JSON.stringify(payload))
-      : this.serde.loadsTyped(type, Buffer.from(payload as string, 'base64'));
+  async #decode([type, payload, refs]: StoredValue, thread?: ThreadLogs): Promise<unknown> {
+    if (type !== 'json')
+      return this.serde.loadsTyped(type, Buffer.from(payload as string, 'base64'));
+    if (!refs) return this.serde.loadsTyped('json', JSON.stringify(payload));
+    if (!thread) throw new CairnError('INVALID_UPDATE', 'a stored value refers to messages');
+    const list = (ids: string | string[]) =>
+      typeof ids === 'string'
+        ? nodeJson(thread.nodes.get(ids)!)
+        : `[${ids.map((id) => nodeJson(thread.nodes.get(id)!)).join(',')}]`;
+    await this.#load(
+      thread,
+      refs.flatMap(([, ids]) => ids),
+    );
+    if (refs.length === 1 && refs[0]![0] === null) {
+      return this.serde.loadsTyped('json', list(refs[0]![1]));
+    }
+    const value = { ...(payload as JsonObject) };
+    for (const [key, ids] of refs) value[key!] = JSON.parse(list(ids)) as JsonValue;
+    return this.serde.loadsTyped('json', JSON.stringify(value));
   }
 
   async #channelVersions(record: CheckpointRecord): Promise<ChannelVersions> {
@@ -660,7 +853,10 @@ export class CairnSaver extends BaseCheckpointSaver {
     log: NamespaceLog,
     record: CheckpointRecord,
   ): Promise<CheckpointTuple> {
-    const checkpoint = (await this.#decode(record.header)) as Checkpoint;
+    const checkpoint = {
+      id: record.id,
+      ...((await this.#decode(record.header)) as object),
+    } as Checkpoint;
     const channelValues: Record<string, unknown> = {};
     const resolved = log.resolve(record.id);
     for (const [channel, version] of Object.entries(checkpoint.channel_versions ?? {})) {
@@ -673,7 +869,7 @@ export class CairnSaver extends BaseCheckpointSaver {
     if (checkpoint.v < 4 && record.parent !== null) {
       // Checkpoints before v4 kept sends in the parent's TASKS writes.
       const sends = log.writes(record.parent).filter((w) => w.channel === TASKS);
-      channelValues[TASKS] = await Promise.all(sends.map((w) => this.#decode(w.value)));
+      channelValues[TASKS] = await Promise.all(sends.map((w) => this.#decode(w.value, thread)));
       const versions = Object.values(checkpoint.channel_versions ?? {});
       checkpoint.channel_versions = {
         ...checkpoint.channel_versions,
@@ -692,7 +888,7 @@ export class CairnSaver extends BaseCheckpointSaver {
           async (w): Promise<CheckpointPendingWrite> => [
             w.task,
             w.channel,
-            await this.#decode(w.value),
+            await this.#decode(w.value, thread),
           ],
         ),
       ),

@@ -1,8 +1,20 @@
 import type { JsonValue } from '@cairn/core';
 import { compareWritesSortKeys, writesSortKey } from '@langchain/langgraph-checkpoint';
 
-/** A value as the log stores it: `['json', parsed JSON]`, or `[type, base64 bytes]` for any other serde type. */
-export type StoredValue = [type: string, payload: JsonValue];
+/**
+ * Messages a stored value refers to instead of holding them: where they sit (`null` for the
+ * value itself, else a key of the value) and their Cairn message ids (a string for a lone
+ * message, an array for a list). The payload holds `null` in their place.
+ */
+export type MessageRefs = Array<[key: string | null, ids: string | string[]]>;
+
+/**
+ * A value as the log stores it: `['json', parsed JSON]`, optionally with the messages it refers
+ * to, or `[type, base64 bytes]` for any other serde type.
+ */
+export type StoredValue =
+  | [type: string, payload: JsonValue]
+  | [type: 'json', payload: JsonValue, refs: MessageRefs];
 
 /** A list channel stored as Cairn messages: the head of its chain (null when empty) and its length. */
 export interface StoredList {
@@ -61,6 +73,7 @@ export class NamespaceLog {
   latest: string | null = null;
   readonly checkpoints = new Map<string, CheckpointRecord>();
   readonly #writes = new Map<string, Map<string, PendingWriteRecord>>();
+  readonly #children = new Map<string, Set<string>>();
   #resolved = new Map<string, Map<string, Resolved>>();
   #sorted: string[] | null = null;
 
@@ -78,6 +91,10 @@ export class NamespaceLog {
       // A checkpoint stored again under its id replaces the old one; what its descendants resolved may change.
       if (this.checkpoints.has(record.id)) this.#resolved = new Map();
       this.checkpoints.set(record.id, record);
+      if (record.parent !== null) {
+        const siblings = this.#children.get(record.parent) ?? new Set<string>();
+        this.#children.set(record.parent, siblings.add(record.id));
+      }
       this.#sorted = null;
       if (this.latest === null || record.id > this.latest) this.latest = record.id;
       return;
@@ -90,6 +107,11 @@ export class NamespaceLog {
       if (idx >= 0 && writes.has(key)) continue;
       writes.set(key, { task: record.task, idx, channel, value, path: record.path });
     }
+  }
+
+  /** The checkpoints stored with this one as their parent. */
+  children(id: string): CheckpointRecord[] {
+    return [...(this.#children.get(id) ?? [])].map((c) => this.checkpoints.get(c)!);
   }
 
   hasWrite(checkpointId: string, task: string, idx: number): boolean {

@@ -124,6 +124,14 @@ describe('messages as Cairn messages', () => {
     const stored = new Set<string>();
     for (const h of heads) for (const m of await db.store.getChain(h)) stored.add(m.id);
     expect(stored.size).toBe(10);
+    // The graph's input and the tasks' writes refer to those messages: none is serialized again.
+    const log = JSON.stringify((await db.store.getStateCommits(branch.id)).map((c) => c.update));
+    expect(log).not.toMatch(/Message/);
+    // Cairn's ids are UUIDv7 (LangGraph's checkpoint and task ids are v6 and v5).
+    const referred = new Set(
+      [...log.matchAll(/"(\w{8}-\w{4}-7\w{3}-\w{4}-\w{12})"/g)].map((m) => m[1]),
+    );
+    expect(referred).toEqual(stored);
 
     // Two forks of the checkpoint after turn 2 share its four messages and add one pair each.
     const past = await history(graph, config);
@@ -133,7 +141,8 @@ describe('messages as Cairn messages', () => {
     const tips: string[] = [];
     for (const id of ['a', 'b']) {
       await graph.invoke({ messages: [new HumanMessage({ id, content: id })] }, turn2.config);
-      tips.push((await db.store.getStateCommits(branch.id)).at(-1)!.messageId!);
+      const commits = await db.store.getStateCommits(branch.id);
+      tips.push(commits.filter((c) => c.messageId !== null).at(-1)!.messageId!);
     }
     const [a, b] = await Promise.all(tips.map((t) => db.store.getChain(t)));
     expect(a!.slice(0, 4)).toEqual(chain.slice(0, 4));

@@ -1,14 +1,13 @@
 import {
   defineState,
   invalidArgument,
-  isCairnError,
   type JsonObject,
   newId,
   type StateSchema,
   toJson,
 } from '@cairn/core';
 import type { Store } from '@cairn/store';
-import { type CairnThread, openThread } from '@cairn/thread';
+import { type CairnThread, openThread, retryAttempts, retryOnConflict } from '@cairn/thread';
 import type { AgentInputItem, Session } from '@openai/agents-core';
 
 /** The `type` of the Cairn messages that hold an Agents SDK item (the item is the message's `data`). */
@@ -27,7 +26,7 @@ export interface CairnSessionOptions<S extends StateSchema<any>> {
   resourceId?: string | null;
   /** The schema of the thread's state, for `openThread()`. Default: no fields. */
   schema?: S;
-  /** Attempts when another writer moved the head during `popItem`. Default 50. */
+  /** Retries when another writer moved the head during a write. Default 50. */
   maxRetries?: number;
 }
 
@@ -54,7 +53,7 @@ export class CairnSession<S extends StateSchema<any> = typeof NoState> implement
   readonly #sessionId: string;
   readonly #resourceId: string | null;
   readonly #schema: S;
-  readonly #maxRetries: number;
+  readonly #attempts: number;
 
   constructor(options: CairnSessionOptions<S>) {
     if (typeof options !== 'object' || options === null || typeof options.store !== 'object') {
@@ -72,7 +71,7 @@ export class CairnSession<S extends StateSchema<any> = typeof NoState> implement
     this.#sessionId = options.sessionId ?? newId();
     this.#resourceId = options.resourceId ?? null;
     this.#schema = options.schema ?? (NoState as unknown as S);
-    this.#maxRetries = options.maxRetries ?? 50;
+    this.#attempts = retryAttempts(options.maxRetries);
   }
 
   /** The id of the session's Cairn thread. */
@@ -128,12 +127,12 @@ export class CairnSession<S extends StateSchema<any> = typeof NoState> implement
    * item starts an empty branch. Undefined when the session is empty.
    */
   async popItem(): Promise<AgentInputItem | undefined> {
-    for (let attempt = 0; ; attempt++) {
-      const branch = await this.#store.getActiveBranch(this.#sessionId);
-      if (!branch?.headMessageId) return undefined;
-      const head = await this.#store.getMessage(branch.headMessageId);
-      if (!head) return undefined;
-      try {
+    return retryOnConflict(
+      async () => {
+        const branch = await this.#store.getActiveBranch(this.#sessionId);
+        if (!branch?.headMessageId) return undefined;
+        const head = await this.#store.getMessage(branch.headMessageId);
+        if (!head) return undefined;
         if (head.parentId === null) {
           await this.#withThread(async (thread) => {
             await thread.checkpoint(POPPED_CHECKPOINT, head.id);
@@ -150,10 +149,9 @@ export class CairnSession<S extends StateSchema<any> = typeof NoState> implement
           });
         }
         return head.data as unknown as AgentInputItem;
-      } catch (e) {
-        if (!isCairnError(e, 'CONFLICT') || attempt >= this.#maxRetries) throw e;
-      }
-    }
+      },
+      { attempts: this.#attempts },
+    );
   }
 
   /** Starts a new, empty branch and makes it active. Nothing is deleted. */
@@ -171,6 +169,7 @@ export class CairnSession<S extends StateSchema<any> = typeof NoState> implement
       schema: this.#schema,
       threadId: this.#sessionId,
       resourceId: this.#resourceId,
+      maxRetries: this.#attempts - 1,
     });
   }
 

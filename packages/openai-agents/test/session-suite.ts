@@ -201,6 +201,19 @@ export function describeSession(s: SessionTestStore): void {
       expect(new Set(items).size).toBe(20);
     });
 
+    it('concurrent popItem calls each pop a different item (a lost race pops the next one)', async () => {
+      const a = new CairnSession({ store });
+      const b = new CairnSession({ store, sessionId: await a.getSessionId() });
+      await a.addItems(Array.from({ length: 6 }, (_, i) => ({ role: 'user', content: `${i}` })));
+      const popped = await Promise.all([a.popItem(), b.popItem(), a.popItem(), b.popItem()]);
+      const contents = popped.map((x) => (x as { content: string }).content);
+      expect(contents.sort()).toEqual(['2', '3', '4', '5']);
+      expect(await a.getItems()).toEqual([
+        { role: 'user', content: '0' },
+        { role: 'user', content: '1' },
+      ]);
+    });
+
     it('rejects an item that is not JSON, naming its position, before writing', async () => {
       const session = new CairnSession({ store });
       await session.addItems([{ role: 'user', content: 'ok' }]);
@@ -220,6 +233,9 @@ export function describeSession(s: SessionTestStore): void {
         /^INVALID_ARGUMENT: limit must be an integer/,
       );
       expect(await session.getItems()).toEqual([{ role: 'user', content: 'ok' }]);
+      expect(
+        await code(Promise.resolve().then(() => new CairnSession({ store, maxRetries: 1.5 }))),
+      ).toMatch(/^INVALID_ARGUMENT: maxRetries must be an integer >= 0/);
       // undefined-valued keys are left out, as JSON does.
       await session.addItems([{ role: 'user', content: 'x', providerData: undefined }]);
       expect((await session.getItems(1))[0]).toStrictEqual({ role: 'user', content: 'x' });

@@ -13,6 +13,12 @@ export {
   recentMessagesProvider,
   threadStateProvider,
 } from './providers.js';
+export {
+  DEFAULT_MAX_RETRIES,
+  type RetryOptions,
+  retryAttempts,
+  retryOnConflict,
+} from './retry.js';
 export { type RunRecord, type RunResult, runKey, ThreadRun } from './run.js';
 export { type SnapshotPolicy, stateAsOf } from './state-log.js';
 export {

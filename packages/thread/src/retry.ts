@@ -1,4 +1,19 @@
-import { type CairnError, isCairnError } from '@cairn/core';
+import { type CairnError, invalidArgument, isCairnError } from '@cairn/core';
+
+/** Retries after a conflict when a `maxRetries` option is not given. */
+export const DEFAULT_MAX_RETRIES = 50;
+
+/**
+ * The attempts in all for a `maxRetries` option (retries after the first attempt; default
+ * 50). `INVALID_ARGUMENT` unless it is an integer >= 0.
+ */
+export function retryAttempts(maxRetries: number | undefined): number {
+  const retries = maxRetries ?? DEFAULT_MAX_RETRIES;
+  if (!Number.isSafeInteger(retries) || retries < 0) {
+    throw invalidArgument(`maxRetries must be an integer >= 0, got ${String(retries)}`);
+  }
+  return retries + 1;
+}
 
 export interface RetryOptions {
   /** Attempts in all, the first included. */

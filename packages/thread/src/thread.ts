@@ -30,7 +30,7 @@ import { normalizeNewMessages } from '@cairn/store/adapter';
 import { forkBranchNumber } from './branch-names.js';
 import type { ThreadEvent, ThreadListener } from './events.js';
 import { SerialQueue } from './queue.js';
-import { retryOnConflict } from './retry.js';
+import { retryAttempts, retryOnConflict } from './retry.js';
 import { acquireRunLease, type RunRecord, runKey, runRecord, type ThreadRun } from './run.js';
 import {
   initialLoaded,
@@ -107,7 +107,6 @@ export interface SaveOptions {
 }
 
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
-const DEFAULT_MAX_RETRIES = 50;
 
 /**
  * Opens a thread (creating it, and its `main` branch, when needed) and returns its engine.
@@ -142,10 +141,7 @@ export async function openThread<S extends StateSchema<any> = NoState>(
       `turnRetentionMs must be a number >= 0, got ${String(options.turnRetentionMs)}`,
     );
   }
-  const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
-  if (!Number.isSafeInteger(maxRetries) || maxRetries < 0) {
-    throw invalidArgument(`maxRetries must be an integer >= 0, got ${String(maxRetries)}`);
-  }
+  const attempts = retryAttempts(options.maxRetries);
   const { threadId } = options;
   // A CONFLICT on create: another engine created this thread at the same moment.
   const record = await retryOnConflict(
@@ -156,9 +152,9 @@ export async function openThread<S extends StateSchema<any> = NoState>(
         resourceId: options.resourceId ?? null,
         title: options.title ?? null,
       }),
-    { attempts: maxRetries + 1 },
+    { attempts },
   );
-  const branch = await openBranch(store, record.id, options.branch, maxRetries + 1);
+  const branch = await openBranch(store, record.id, options.branch, attempts);
   const thread = new CairnThread<S>(store, record, options, branch);
   await thread.load();
   return thread;
@@ -241,7 +237,7 @@ export class CairnThread<S extends StateSchema<any>> {
     this.#record = record;
     this.#retentionMs = options.turnRetentionMs ?? DEFAULT_RETENTION_MS;
     this.#policy = resolveSnapshotPolicy(options.snapshotPolicy);
-    this.#attempts = (options.maxRetries ?? DEFAULT_MAX_RETRIES) + 1;
+    this.#attempts = retryAttempts(options.maxRetries);
     this.#lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
     this.#branch = branch;
     this.#loaded = initialLoaded(this.#initial());

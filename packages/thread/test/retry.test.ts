@@ -1,7 +1,7 @@
 import { CairnError, isCairnError } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
 import { SerialQueue } from '../src/queue.js';
-import { retryOnConflict } from '../src/retry.js';
+import { retryAttempts, retryOnConflict } from '../src/retry.js';
 
 const lost = () => new CairnError('CONFLICT', 'lost the race');
 
@@ -77,6 +77,13 @@ describe('retryOnConflict', () => {
       },
     ).catch((e: unknown) => e);
     expect(stopped).toBe(stop);
+  });
+
+  it('retryAttempts: maxRetries after the first attempt, 50 by default, an integer >= 0', () => {
+    expect([retryAttempts(undefined), retryAttempts(0), retryAttempts(3)]).toEqual([51, 1, 4]);
+    for (const bad of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => retryAttempts(bad)).toThrow(/^maxRetries must be an integer >= 0/);
+    }
   });
 });
 
