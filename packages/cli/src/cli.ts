@@ -3,16 +3,20 @@ import { isCairnError } from '@cairn/core';
 import { doctor } from './commands/doctor.js';
 import { migrate } from './commands/migrate.js';
 import { show, threads } from './commands/read.js';
+import { copyStore } from './copy.js';
 import { CliError, openStore, parseTarget, type Target, usage } from './database.js';
-import type { Io } from './output.js';
+import { checkHeader, exportDump, importDump, linesOf } from './dump.js';
+import { type Io, table } from './output.js';
+import { Progress } from './progress.js';
 
 interface Option {
   type: 'string' | 'boolean';
   short?: string;
+  multiple?: boolean;
   description: string;
 }
 type Options = Record<string, Option>;
-type Values = Record<string, string | boolean | undefined>;
+type Values = Record<string, string | boolean | string[] | undefined>;
 
 interface Command {
   /** `cairn <name> <args>`: the positionals, in order. */
@@ -44,7 +48,7 @@ async function withStore<T>(
   }
 }
 
-function positiveInt(value: string | boolean | undefined, name: string): number | undefined {
+function positiveInt(value: Values[string], name: string): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!Number.isSafeInteger(n) || n < 1)
@@ -52,7 +56,7 @@ function positiveInt(value: string | boolean | undefined, name: string): number 
   return n;
 }
 
-const str = (v: string | boolean | undefined) => (typeof v === 'string' ? v : undefined);
+const str = (v: Values[string]) => (typeof v === 'string' ? v : undefined);
 
 export const COMMANDS: Record<string, Command> = {
   threads: {
@@ -113,6 +117,127 @@ export const COMMANDS: Record<string, Command> = {
     ],
     run: ([db], v, io) => doctor(parseTarget(db!), !!v.json, io),
   },
+  export: {
+    args: ['<db>'],
+    summary: 'write a dump of the database (JSONL) to stdout',
+    options: {
+      thread: {
+        type: 'string',
+        multiple: true,
+        description: 'only this thread (repeatable); leaves leases and memories out',
+      },
+    },
+    help: [
+      ...DB_HELP,
+      'The dump holds threads, messages, branches, checkpoints, state commits, turns, leases,',
+      'memories with their embeddings and the embedding space; its format is in the README.',
+    ],
+    run: async ([db], v, io) => {
+      const threadIds = Array.isArray(v.thread) ? v.thread : undefined;
+      await withStore(db!, (store) => exportDump(store, io.stdout, threadIds ? { threadIds } : {}));
+      return 0;
+    },
+  },
+  import: {
+    args: ['<db>'],
+    summary: 'read a dump from stdin into the database (created if missing)',
+    options: {
+      'skip-existing': {
+        type: 'boolean',
+        description: 'leave threads and memories the database has already (re-running an import)',
+      },
+    },
+    help: [
+      ...DB_HELP,
+      'Each thread is written whole or not at all. A dump of a newer format is refused before',
+      'anything is opened. A missing SQLite file or Postgres schema is created.',
+    ],
+    run: async ([db], v, io) => {
+      const lines = linesOf(io.stdin);
+      checkHeader((await lines.next()).value);
+      const store = await openStore(parseTarget(db!), 'create');
+      try {
+        const { written, skippedThreads } = await importDump(store, lines, {
+          skipExisting: !!v['skip-existing'],
+        }).catch((e) => {
+          if (!isCairnError(e, 'CONFLICT')) throw e;
+          throw new CliError(
+            `${e.message}; --skip-existing keeps what is there and imports the rest`,
+          );
+        });
+        io.stderr.write(
+          `imported ${written.threads} threads, ${written.messages} messages, ${written.leases} leases, ${written.memories} memories${skippedThreads ? ` (${skippedThreads} threads were there already)` : ''}\n`,
+        );
+      } finally {
+        await store.close();
+      }
+      return 0;
+    },
+  },
+  copy: {
+    args: ['<from>', '<to>'],
+    summary: 'copy a database into another (e.g. SQLite to Postgres), resumably, then verify',
+    options: {
+      progress: {
+        type: 'boolean',
+        description: 'show progress on stderr even when it is not a terminal',
+      },
+      batch: { type: 'string', description: 'threads per transaction (default 100)' },
+      json: { type: 'boolean', description: 'print the result as JSON' },
+    },
+    help: [
+      '<from> and <to> are SQLite paths or Postgres URLs; <to> is created when missing and must',
+      'be empty or hold an earlier, interrupted copy: threads and memories it has are skipped,',
+      'so running the same copy again after a kill finishes it without duplicates. At the end,',
+      'every table is counted and checksummed on both sides; a difference exits 1.',
+    ],
+    run: async ([fromArg, toArg], v, io) => {
+      const batch = positiveInt(v.batch, 'batch');
+      const from = parseTarget(fromArg!);
+      const to = parseTarget(toArg!);
+      const source = await openStore(from, 'current');
+      try {
+        const target = await openStore(to, 'create');
+        try {
+          const bar =
+            v.progress || (io.stderr as { isTTY?: boolean }).isTTY
+              ? new Progress(io.stderr, 'copy')
+              : null;
+          const result = await copyStore(source, target, {
+            ...(batch === undefined ? {} : { batchThreads: batch }),
+            ...(bar ? { onProgress: (d: number, t: number) => bar.update(d, t) } : {}),
+          });
+          bar?.end();
+          if (v.json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+          else {
+            io.stdout.write(
+              `copied ${result.threads.written} threads (${result.threads.skipped} there already), ${result.leases} leases, ${result.memories.written} memories (${result.memories.skipped} there already)\n`,
+            );
+            io.stdout.write(
+              table(
+                ['TABLE', 'SOURCE', 'TARGET', 'CHECKSUM', ''],
+                result.verified.map((c) => [
+                  c.table,
+                  String(c.source.count),
+                  String(c.target.count),
+                  c.source.checksum.slice(0, 16),
+                  c.ok ? 'ok' : 'DIFFERENT',
+                ]),
+              ),
+            );
+          }
+          const bad = result.verified.filter((c) => !c.ok).map((c) => c.table);
+          if (bad.length > 0)
+            throw new CliError(`the copy differs from the source in ${bad.join(', ')}`);
+          return 0;
+        } finally {
+          await target.close();
+        }
+      } finally {
+        await source.close();
+      }
+    },
+  },
 };
 
 const HELP_OPTION: Options = {
@@ -121,7 +246,7 @@ const HELP_OPTION: Options = {
 
 function optionLines(options: Options): string[] {
   return Object.entries({ ...options, ...HELP_OPTION }).map(([name, o]) => {
-    const flag = `--${name}${o.type === 'string' ? ' <value>' : ''}${o.short ? `, -${o.short}` : ''}`;
+    const flag = `--${name}${o.type === 'string' ? ' <value>' : ''}${o.short ? `, -${o.short}` : ''}${o.multiple ? ' …' : ''}`;
     return `  ${flag.padEnd(22)} ${o.description}`;
   });
 }
@@ -144,7 +269,7 @@ export function mainHelp(): string {
   return [
     'usage: cairn <command> [options]',
     '',
-    'Look into, check and migrate a Cairn database: a SQLite file or a Postgres URL.',
+    'Look into, check, migrate, dump, restore and copy a Cairn database: a SQLite file or a\nPostgres URL.',
     '',
     'commands:',
     ...Object.entries(COMMANDS).map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`),
@@ -157,8 +282,8 @@ export function mainHelp(): string {
 /** Every option's description is for help only: parseArgs must not see it. */
 function parseConfig(options: Options): NonNullable<ParseArgsConfig['options']> {
   const out: NonNullable<ParseArgsConfig['options']> = {};
-  for (const [k, { type, short }] of Object.entries({ ...options, ...HELP_OPTION }))
-    out[k] = short ? { type, short } : { type };
+  for (const [k, { type, short, multiple }] of Object.entries({ ...options, ...HELP_OPTION }))
+    out[k] = { type, ...(short ? { short } : {}), ...(multiple ? { multiple } : {}) };
   return out;
 }
 
@@ -200,7 +325,10 @@ export async function run(
       io.stdout.write(commandHelp(name, command));
       return 0;
     }
-    if (parsed.positionals.length !== command.args.length)
+    if (
+      parsed.positionals.length !== command.args.length ||
+      parsed.positionals.some((p) => p === '')
+    )
       throw usage(`usage: cairn ${name} ${command.args.join(' ')} (run \`cairn ${name} --help\`)`);
     return await command.run(parsed.positionals, parsed.values, io);
   } catch (e) {

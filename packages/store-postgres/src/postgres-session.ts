@@ -221,6 +221,14 @@ export class PostgresSession implements DriverSession {
     return this.#find(MESSAGE, 'messages', 'id = $1', [id]);
   }
 
+  async listMessages(threadId: string): Promise<Message[]> {
+    const rows = await this.#rows(
+      `SELECT ${MESSAGE.columns} FROM ${this.#s}.messages WHERE thread_id = $1 ORDER BY depth, id COLLATE "C"`,
+      [threadId],
+    );
+    return rows.map(MESSAGE.decode);
+  }
+
   async getChain(headId: string, minDepth: number, maxDepth: number): Promise<Message[]> {
     const s = this.#s;
     // From the head toward the root, stopping at the lowest depth wanted.
@@ -447,6 +455,14 @@ export class PostgresSession implements DriverSession {
     return this.#find(LEASE, 'leases', 'key = $1', [key]);
   }
 
+  async listLeases(afterKey: string | null, limit: number): Promise<Lease[]> {
+    const rows = await this.#rows(
+      `SELECT ${LEASE.columns} FROM ${this.#s}.leases WHERE key COLLATE "C" > $1 ORDER BY key COLLATE "C" LIMIT $2`,
+      [afterKey ?? '', limit],
+    );
+    return rows.map(LEASE.decode);
+  }
+
   async putLease(lease: Lease, insert: boolean): Promise<boolean> {
     const params = [
       lease.key,
@@ -548,6 +564,14 @@ export class PostgresSession implements DriverSession {
       `SELECT ${MEMORY.columns}, seq FROM ${this.#s}.memories WHERE ${memoryWhere(filter, params)}
        ORDER BY created_at ${dir}, seq ${dir} LIMIT $1`,
       params,
+    );
+    return rows.map(MEMORY.decode);
+  }
+
+  async scanMemories(afterId: string | null, limit: number): Promise<Memory[]> {
+    const rows = await this.#rows(
+      `SELECT ${MEMORY.columns} FROM ${this.#s}.memories WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
+      [afterId ?? '', limit],
     );
     return rows.map(MEMORY.decode);
   }

@@ -246,6 +246,14 @@ class SqliteSession implements DriverSession {
     return r ? messageFromRow(r as Row) : null;
   }
 
+  listMessages(threadId: string): Message[] {
+    return this.#raw(
+      `SELECT ${MESSAGE_COLUMNS} FROM cairn_messages WHERE thread_id = ? ORDER BY depth, id`,
+      messageFromRow,
+      threadId,
+    );
+  }
+
   getChain(headId: string, minDepth: number, maxDepth: number): Message[] {
     // Walks parent links from the head and stops at `minDepth`: a page near the head costs
     // its own length, never the chain's.
@@ -463,6 +471,12 @@ class SqliteSession implements DriverSession {
     );
   }
 
+  listLeases(afterKey: string | null, limit: number): Lease[] {
+    return afterKey === null
+      ? this.#list(LEASES, 'ORDER BY key LIMIT ?', limit)
+      : this.#list(LEASES, 'WHERE key > ? ORDER BY key LIMIT ?', afterKey, limit);
+  }
+
   // ---------------------------------------------------------------- memories
 
   takenMemoryIds(ids: string[]): string[] {
@@ -503,6 +517,15 @@ class SqliteSession implements DriverSession {
         ORDER BY m.created_at ${dir}, m.seq ${dir} LIMIT ?`,
       memoryFromRow,
       ...where.params,
+      limit,
+    );
+  }
+
+  scanMemories(afterId: string | null, limit: number): Memory[] {
+    return this.#raw(
+      `SELECT ${MEMORY_COLUMNS} FROM cairn_memories m WHERE m.id > ? ORDER BY m.id LIMIT ?`,
+      memoryFromRow,
+      afterId ?? '',
       limit,
     );
   }

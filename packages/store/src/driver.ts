@@ -138,6 +138,8 @@ export interface DriverSession {
    */
   insertMessages(messages: Message[]): MaybePromise<void>;
   getMessage(id: string): MaybePromise<Message | null>;
+  /** Every message of the thread, by depth then id (binary order, e.g. `COLLATE "C"`). */
+  listMessages(threadId: string): MaybePromise<Message[]>;
   /**
    * The ancestors of `headId` (itself included) whose depth is in
    * `[minDepth, maxDepth]`, root first. The front door has checked that the head exists
@@ -253,6 +255,8 @@ export interface DriverSession {
    * replaces the row and returns true.
    */
   putLease(lease: Lease, insert: boolean): MaybePromise<boolean>;
+  /** Leases with `key > afterKey` (all when null), by key (binary order), at most `limit`. */
+  listLeases(afterKey: string | null, limit: number): MaybePromise<Lease[]>;
 
   // ---------------------------------------------------------------- memories
 
@@ -281,6 +285,8 @@ export interface DriverSession {
     order: 'newest' | 'oldest',
   ): MaybePromise<Memory[]>;
   countMemories(filter: MemoryFilter): MaybePromise<number>;
+  /** Memories with `id > afterId` (all when null), by id (binary order), at most `limit`. */
+  scanMemories(afterId: string | null, limit: number): MaybePromise<Memory[]>;
   /**
    * Memories with an embedding meeting the filter, nearest to `vector` by cosine
    * similarity first, at most `count` (the front door asks for a margin beyond what it

@@ -39,12 +39,14 @@ import type {
   NewStateCommit,
   NewThread,
   Page,
+  PageOptions,
   StateCommitRange,
   Store,
   StoreCapabilities,
   StoreChange,
   StoreListener,
   ThreadPatch,
+  ThreadRecords,
 } from './store.js';
 import {
   checkCachedEmbeddings,
@@ -55,6 +57,7 @@ import {
   checkLatestCommitQuery,
   checkLeaseData,
   checkLeaseInput,
+  checkLeases,
   checkLimit,
   checkListMemoriesOptions,
   checkListThreadsOptions,
@@ -67,10 +70,12 @@ import {
   checkNewCheckpoint,
   checkNewThread,
   checkObjectArgument,
+  checkPageOptions,
   checkPurgeTurns,
   checkStateCommit,
   checkStateRange,
   checkThreadPatch,
+  checkThreadRecords,
   checkTtl,
   checkTurn,
   checkVectorWidth,
@@ -139,6 +144,13 @@ class Door {
     this.#unlisten = null;
     this.emitter.clear();
   }
+}
+
+/** A page of a listing by key, from `limit + 1` rows: the extra one says there is more. */
+function keyPage<T>(rows: T[], limit: number, key: (row: T) => string): Page<T> {
+  const items = rows.slice(0, limit);
+  const last = items[items.length - 1];
+  return { items, nextCursor: rows.length > limit && last ? encodeCursor([key(last)]) : null };
 }
 
 /** The session of a running `transaction(fn)`: its driver session and what it changed. */
@@ -746,6 +758,95 @@ class FrontDoor implements Store {
         checkVectorWidth(space, e.embedding, `entries[${i}].embedding`);
       await s.putCachedEmbeddings(embedderId, entries);
     });
+  }
+
+  // ---------------------------------------------------------------- whole records
+
+  async exportThread(threadId: string): Promise<ThreadRecords | null> {
+    this.#open();
+    checkId(threadId, 'thread id');
+    return this.#read(async (s) => {
+      const thread = await s.getThread(threadId);
+      if (!thread) return null;
+      const messages = await s.listMessages(threadId);
+      const branches = await s.listBranches(threadId);
+      const checkpoints = await s.listCheckpoints(threadId);
+      const stateCommits: StateCommit[] = [];
+      for (const b of branches)
+        stateCommits.push(...(await s.getStateCommits(b.id, 1, Number.MAX_SAFE_INTEGER)));
+      const turns = (await s.listTurns(threadId, Number.MAX_SAFE_INTEGER)).reverse();
+      return {
+        thread,
+        messages,
+        branches: branches.map(({ seq: _seq, ...b }) => b),
+        checkpoints,
+        stateCommits,
+        turns,
+      };
+    });
+  }
+
+  async restoreThread(records: ThreadRecords): Promise<void> {
+    this.#open();
+    const r = checkThreadRecords(records);
+    const threadId = r.thread.id;
+    await this.#write(async (s, touch) => {
+      if (!(await s.insertThread(r.thread)))
+        throw conflict(`thread ${show(threadId)} already exists`, { id: threadId });
+      const known = await s.lookupMessageBatch(messageBatchLookups(r.messages));
+      await s.insertMessages(planMessageBatch(r.messages, known));
+      for (const b of r.branches) {
+        if (!(await s.insertBranch(b)))
+          throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });
+      }
+      if (r.activeBranchId !== null) await s.setActiveBranch(threadId, r.activeBranchId);
+      for (const c of r.checkpoints) await s.putCheckpoint(c);
+      for (const { draft, version } of r.stateCommits) {
+        if (!(await s.appendStateCommit(draft, version - 1)))
+          throw conflict(
+            `state version ${version} of branch ${show(draft.branchId)} was not written`,
+            {
+              branchId: draft.branchId,
+              version,
+            },
+          );
+      }
+      for (const t of r.turns) {
+        if (await s.getTurn(t.id))
+          throw conflict(`turn id ${show(t.id)} already exists`, { id: t.id });
+        await s.putTurn(t);
+      }
+      touch({ threadId, kind: 'thread' });
+    });
+  }
+
+  async listLeases(options: PageOptions = {}): Promise<Page<Lease>> {
+    this.#open();
+    const { limit, after } = checkPageOptions(options, 'listLeases');
+    return this.#read(async (s) =>
+      keyPage(await s.listLeases(after, limit + 1), limit, (l) => l.key),
+    );
+  }
+
+  async restoreLeases(leases: Lease[]): Promise<void> {
+    this.#open();
+    const checked = checkLeases(leases);
+    if (checked.length === 0) return;
+    await this.#write(async (s) => {
+      for (const l of checked) {
+        const existing = await s.lockLease(l.key);
+        if (!(await s.putLease(l, existing === null)))
+          throw conflict(`lease ${show(l.key)} was taken while it was restored`, { key: l.key });
+      }
+    });
+  }
+
+  async scanMemories(options: PageOptions = {}): Promise<Page<Memory>> {
+    this.#open();
+    const { limit, after } = checkPageOptions(options, 'scanMemories');
+    return this.#read(async (s) =>
+      keyPage(await s.scanMemories(after, limit + 1), limit, (m) => m.id),
+    );
   }
 
   // ---------------------------------------------------------------- lifecycle

@@ -65,6 +65,24 @@ const stripSeq = <T extends { seq: number }>(row: T): Omit<T, 'seq'> => {
   return copy(rest);
 };
 
+/** The order of SQL's binary collation: by UTF-8 bytes (code points), not UTF-16 units. */
+function binaryOrder(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+/** The rows whose key is after `after` (all when null), in binary order, at most `limit`. */
+function afterKeyPage<T>(
+  rows: T[],
+  key: (row: T) => string,
+  after: string | null,
+  limit: number,
+): T[] {
+  return rows
+    .filter((r) => after === null || binaryOrder(key(r), after) > 0)
+    .sort((a, b) => binaryOrder(key(a), key(b)))
+    .slice(0, limit);
+}
+
 /**
  * The in-memory driver: maps in the process, every write journaled so that a failed
  * session or savepoint is undone exactly. Sessions run one at a time.
@@ -185,6 +203,12 @@ class MemoryDriver implements Driver, DriverSession {
   getMessage(id: string): Message | null {
     const m = this.#messages.get(id);
     return m ? copy(m) : null;
+  }
+  listMessages(threadId: string): Message[] {
+    return [...this.#messages.values()]
+      .filter((m) => m.threadId === threadId)
+      .sort((a, b) => a.depth - b.depth || binaryOrder(a.id, b.id))
+      .map(copy);
   }
   getChain(headId: string, minDepth: number, maxDepth: number): Message[] {
     const out: Message[] = [];
@@ -371,6 +395,9 @@ class MemoryDriver implements Driver, DriverSession {
     this.#leases.set(lease.key, copy(lease));
     return true;
   }
+  listLeases(afterKey: string | null, limit: number): Lease[] {
+    return afterKeyPage([...this.#leases.values()], (l) => l.key, afterKey, limit).map(copy);
+  }
 
   // ---------------------------------------------------------------- memories
 
@@ -404,6 +431,9 @@ class MemoryDriver implements Driver, DriverSession {
       .sort((a, b) => sign * (a.createdAt - b.createdAt || a.seq - b.seq))
       .slice(0, limit)
       .map(stripSeq);
+  }
+  scanMemories(afterId: string | null, limit: number): Memory[] {
+    return afterKeyPage([...this.#memories.values()], (m) => m.id, afterId, limit).map(stripSeq);
   }
   countMemories(filter: MemoryFilter): number {
     return this.#admitted(filter).length;

@@ -208,6 +208,31 @@ export interface EmbeddingSpace {
   dimensions: number;
 }
 
+/**
+ * A thread and everything under it, as `exportThread` reads it and `restoreThread` writes
+ * it: the form of a backup, a dump or a copy between stores.
+ */
+export interface ThreadRecords {
+  thread: Thread;
+  /** Parents before children: by depth, then id (in binary order). */
+  messages: Message[];
+  /** In creation order. `seq` is the store's own numbering and is not part of a record. */
+  branches: Array<Omit<Branch, 'seq'>>;
+  /** In creation order. */
+  checkpoints: Checkpoint[];
+  /** Branch by branch in the order of `branches`, each ascending by version from 1. */
+  stateCommits: StateCommit[];
+  /** Oldest first (by `startedAt`, then id). */
+  turns: Turn[];
+}
+
+/** Paging through a listing ordered by a key: `limit` per page, the previous page's `nextCursor`. */
+export interface PageOptions {
+  /** Default 100, at most 10000. */
+  limit?: number;
+  cursor?: string | null;
+}
+
 export interface StoreChange {
   threadId: string;
   kind: 'thread' | 'messages' | 'branch' | 'checkpoint' | 'state';
@@ -348,6 +373,34 @@ export interface Store {
     embedderId: string,
     entries: Array<{ contentHash: string; embedding: number[] }>,
   ): Promise<void>;
+
+  // whole records: backups, dumps and copies between stores
+  /**
+   * The thread and everything under it, read in one session (a consistent snapshot where
+   * the database gives one), or null when there is no such thread.
+   */
+  exportThread(threadId: string): Promise<ThreadRecords | null>;
+  /**
+   * Writes a thread and everything under it exactly as given (ids, timestamps, versions,
+   * the active branch), atomically. The records are checked first (parents before
+   * children, heads, checkpoints and state commits on messages of the thread, versions
+   * 1, 2, 3, ... per branch, one active branch). `CONFLICT`, writing nothing, when the
+   * thread id or any message, branch or turn id is already stored. Each message's
+   * `depth` and each commit's `threadId` and `messageDepth` are recomputed.
+   *
+   * @example
+   * ```ts
+   * const records = await source.exportThread(threadId);
+   * if (records) await target.restoreThread(records);
+   * ```
+   */
+  restoreThread(records: ThreadRecords): Promise<void>;
+  /** Every lease, by key (binary order). */
+  listLeases(options?: PageOptions): Promise<Page<Lease>>;
+  /** Writes leases exactly as given (timestamps included), replacing those of the same key. */
+  restoreLeases(leases: Lease[]): Promise<void>;
+  /** Every memory, by id (binary order); `addMemories` writes them back as they are. */
+  scanMemories(options?: PageOptions): Promise<Page<Memory>>;
 
   // lifecycle
   /**

@@ -18,6 +18,7 @@ import {
   type Memory,
   type Message,
   newId,
+  type StateCommit,
   type Thread,
   type Turn,
   textProblem,
@@ -39,8 +40,10 @@ import type {
   NewMessage,
   NewStateCommit,
   NewThread,
+  PageOptions,
   StateCommitRange,
   ThreadPatch,
+  ThreadRecords,
 } from './store.js';
 
 const NOT_BLANK = /\S/;
@@ -898,4 +901,213 @@ export function checkCachedEmbeddings(
     checkVector(e.embedding, `entries[${i}].embedding`);
   }
   return entries;
+}
+
+/** `PageOptions` of `listLeases` and `scanMemories`: the limit and the key a cursor holds. */
+export function checkPageOptions(
+  options: PageOptions,
+  label: string,
+): { limit: number; after: string | null } {
+  checkObjectArgument(options, `${label} options`);
+  const limit = checkLimit(options.limit, 'limit', 100, 10_000);
+  if (options.cursor == null) return { limit, after: null };
+  const c = decodeCursor(options.cursor);
+  if (c.length !== 1 || typeof c[0] !== 'string')
+    throw invalid(`cursor ${show(options.cursor)} is not one this store issued`);
+  return { limit, after: c[0] };
+}
+
+function checkRequiredTimestamp(value: unknown, label: string): number {
+  if (value === undefined) throw invalid(`${label} is required`);
+  return checkTimestamp(value, label, 0);
+}
+
+/** A thread's records, checked, in the order `restoreThread` writes them. */
+export interface CheckedThreadRecords {
+  thread: Thread;
+  messages: MessageDraft[];
+  branches: Array<Omit<Branch, 'seq' | 'isActive'>>;
+  activeBranchId: string | null;
+  checkpoints: Checkpoint[];
+  stateCommits: Array<{ draft: StateCommitDraftLike; version: number }>;
+  turns: Turn[];
+}
+
+interface StateCommitDraftLike {
+  branchId: string;
+  messageId: string | null;
+  update: JsonObject;
+  snapshot: JsonObject | null;
+  createdAt: number;
+}
+
+const arrayOf = (value: unknown, label: string): unknown[] => {
+  if (!Array.isArray(value)) throw invalid(`${label} must be an array`);
+  return value;
+};
+
+/**
+ * `restoreThread` records: every field as the model types say, everything in the thread,
+ * every reference to a message, branch or version inside the records themselves.
+ */
+export function checkThreadRecords(records: ThreadRecords): CheckedThreadRecords {
+  checkObjectArgument(records, 'thread records');
+  checkObjectArgument(records.thread, 'thread');
+  const t = records.thread;
+  const thread: Thread = {
+    ...checkNewThread(
+      {
+        id: checkId(t.id, 'thread id'),
+        resourceId: t.resourceId,
+        title: t.title,
+        metadata: t.metadata,
+      },
+      0,
+    ),
+    createdAt: checkRequiredTimestamp(t.createdAt, 'thread createdAt'),
+    updatedAt: checkRequiredTimestamp(t.updatedAt, 'thread updatedAt'),
+  };
+  const inThread = (threadId: unknown, label: string) => {
+    if (threadId !== thread.id)
+      throw invalid(`${label} belongs to thread ${show(threadId)}, not ${show(thread.id)}`);
+  };
+  const messages = normalizeNewMessages(
+    arrayOf(records.messages, 'messages').map((m, i) => {
+      checkObjectArgument(m, `messages[${i}]`);
+      const { depth: _depth, ...rest } = m as Message;
+      inThread(rest.threadId, `messages[${i}]`);
+      if (rest.createdAt === undefined) throw invalid(`messages[${i}].createdAt is required`);
+      return rest;
+    }),
+    0,
+  );
+  const messageIds = new Set(messages.map((m) => m.id));
+  const message = (id: string | null, label: string) => {
+    if (id !== null && !messageIds.has(id))
+      throw invalid(`${label}: message ${show(id)} is not among the thread's messages`);
+    return id;
+  };
+
+  const branches: CheckedThreadRecords['branches'] = [];
+  const branchIds = new Set<string>();
+  const names = new Set<string>();
+  let activeBranchId: string | null = null;
+  arrayOf(records.branches, 'branches').forEach((raw, i) => {
+    checkObjectArgument(raw, `branches[${i}]`);
+    const b = raw as Branch;
+    inThread(b.threadId, `branches[${i}]`);
+    const { activate: _a, ...checked } = checkNewBranch(
+      {
+        id: checkId(b.id, `branches[${i}].id`),
+        threadId: b.threadId,
+        name: b.name,
+        headMessageId: b.headMessageId,
+        parentBranchId: b.parentBranchId,
+      },
+      0,
+    );
+    if (branchIds.has(checked.id) || names.has(checked.name))
+      throw new CairnError(
+        'CONFLICT',
+        `branches[${i}]: branch ${show(checked.name)} (${show(checked.id)}) appears twice`,
+      );
+    if (checked.parentBranchId !== null && !branchIds.has(checked.parentBranchId))
+      throw invalid(
+        `branches[${i}]: parent branch ${show(checked.parentBranchId)} must come earlier in the records`,
+      );
+    message(checked.headMessageId, `branches[${i}].headMessageId`);
+    checked.forkMessageId = message(
+      b.forkMessageId == null ? null : checkId(b.forkMessageId, `branches[${i}].forkMessageId`),
+      `branches[${i}].forkMessageId`,
+    );
+    checked.createdAt = checkRequiredTimestamp(b.createdAt, `branches[${i}].createdAt`);
+    if (typeof b.isActive !== 'boolean') throw invalid(`branches[${i}].isActive must be a boolean`);
+    if (b.isActive) {
+      if (activeBranchId !== null) throw invalid('more than one branch is active');
+      activeBranchId = checked.id;
+    }
+    branchIds.add(checked.id);
+    names.add(checked.name);
+    branches.push(checked);
+  });
+  if (branches.length > 0 && activeBranchId === null) throw invalid('no branch is active');
+
+  const checkpointNames = new Set<string>();
+  const checkpoints = arrayOf(records.checkpoints, 'checkpoints').map((raw, i) => {
+    checkObjectArgument(raw, `checkpoints[${i}]`);
+    const c = raw as Checkpoint;
+    inThread(c.threadId, `checkpoints[${i}]`);
+    const checked = {
+      ...checkNewCheckpoint(c, 0),
+      id: checkId(c.id, `checkpoints[${i}].id`),
+      createdAt: checkRequiredTimestamp(c.createdAt, `checkpoints[${i}].createdAt`),
+    };
+    if (checkpointNames.has(checked.name))
+      throw new CairnError(
+        'CONFLICT',
+        `checkpoints[${i}]: checkpoint ${show(checked.name)} appears twice`,
+      );
+    checkpointNames.add(checked.name);
+    message(checked.messageId, `checkpoints[${i}].messageId`);
+    return checked;
+  });
+
+  const versions = new Map<string, number>();
+  const stateCommits = arrayOf(records.stateCommits, 'stateCommits').map((raw, i) => {
+    checkObjectArgument(raw, `stateCommits[${i}]`);
+    const c = raw as StateCommit;
+    const version = versions.get(c.branchId) ?? 0;
+    if (!branchIds.has(c.branchId))
+      throw invalid(
+        `stateCommits[${i}]: branch ${show(c.branchId)} is not among the thread's branches`,
+      );
+    if (c.version !== version + 1)
+      throw invalid(
+        `stateCommits[${i}]: version ${show(c.version)} of branch ${show(c.branchId)} should be ${version + 1}`,
+      );
+    versions.set(c.branchId, version + 1);
+    const checked = checkStateCommit(c, version);
+    message(checked.messageId, `stateCommits[${i}].messageId`);
+    return {
+      version: version + 1,
+      draft: {
+        ...checked,
+        createdAt: checkRequiredTimestamp(c.createdAt, `stateCommits[${i}].createdAt`),
+      },
+    };
+  });
+
+  const turnIds = new Set<string>();
+  const turns = arrayOf(records.turns, 'turns').map((raw, i) => {
+    const turn = checkTurn(raw as Turn);
+    inThread(turn.threadId, `turns[${i}]`);
+    if (turnIds.has(turn.id))
+      throw new CairnError('CONFLICT', `turns[${i}]: turn ${show(turn.id)} appears twice`);
+    turnIds.add(turn.id);
+    return turn;
+  });
+  return { thread, messages, branches, activeBranchId, checkpoints, stateCommits, turns };
+}
+
+/** `restoreLeases`: whole leases, timestamps included; each key once. */
+export function checkLeases(leases: Lease[]): Lease[] {
+  const keys = new Set<string>();
+  return arrayOf(leases, 'leases').map((raw, i) => {
+    checkObjectArgument(raw, `leases[${i}]`);
+    const l = raw as Lease;
+    const key = checkName(l.key, `leases[${i}].key`);
+    if (keys.has(key))
+      throw new CairnError('CONFLICT', `leases[${i}]: key ${show(key)} appears twice`);
+    keys.add(key);
+    return {
+      key,
+      owner: checkName(l.owner, `leases[${i}].owner`),
+      acquiredAt: checkRequiredTimestamp(l.acquiredAt, `leases[${i}].acquiredAt`),
+      renewedAt: checkRequiredTimestamp(l.renewedAt, `leases[${i}].renewedAt`),
+      expiresAt: checkRequiredTimestamp(l.expiresAt, `leases[${i}].expiresAt`),
+      releasedAt:
+        l.releasedAt == null ? null : checkTimestamp(l.releasedAt, `leases[${i}].releasedAt`, 0),
+      data: checkObject(l.data, `leases[${i}].data`),
+    };
+  });
 }

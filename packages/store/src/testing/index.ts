@@ -11,6 +11,7 @@ import { describeMemories } from './specs/memories.js';
 import { describeMessages } from './specs/messages.js';
 import { describeNotifications } from './specs/notifications.js';
 import { describeOneRule } from './specs/one-rule.js';
+import { describeRecords } from './specs/records.js';
 import { describeScopeIsolation } from './specs/scope-isolation.js';
 import { describeSharedData } from './specs/shared-data.js';
 import { describeStateCommits } from './specs/state-commits.js';
@@ -32,6 +33,7 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeTurns,
   describeLeases,
   describeMemories,
+  describeRecords,
   describeScopeIsolation,
   describeVectorSearch,
   describeKeywordSearch,

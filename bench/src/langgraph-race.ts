@@ -1,0 +1,215 @@
+/**
+ * The race of the langgraph suites: one chat graph, the same turns on every saver, interleaved
+ * turn by turn so a noisy machine slows every saver alike. Turns: `CAIRN_BENCH_LANGGRAPH_TURNS`
+ * (default 1000).
+ */
+import type { BaseMessage } from '@langchain/core/messages';
+import { AIMessage, HumanMessage } from '@langchain/core/messages';
+import {
+  type BaseCheckpointSaver,
+  END,
+  MessagesAnnotation,
+  MessagesDeltaValue,
+  START,
+  StateGraph,
+  StateSchema,
+} from '@langchain/langgraph';
+import type Database from 'better-sqlite3';
+import type pg from 'pg';
+import { median } from './harness.js';
+
+export const TURNS = Number(process.env.CAIRN_BENCH_LANGGRAPH_TURNS ?? 1000);
+export const MARKS = [TURNS / 10, TURNS / 2, TURNS].map(Math.round);
+/**
+ * getStateHistory reads the whole thread as it is after this turn (default the last):
+ * `CAIRN_BENCH_LANGGRAPH_HISTORY_AT`. SqliteSaver needs minutes for 1,000 turns (research: 251 s).
+ */
+const HISTORY_AT = Math.min(TURNS, Number(process.env.CAIRN_BENCH_LANGGRAPH_HISTORY_AT ?? TURNS));
+
+/** ~300 bytes of text: a turn (question and reply) is ~600 bytes. */
+const text = (i: number, who: string) =>
+  `${who} ${i}: ${'lorem ipsum dolor sit amet, consectetur adipiscing elit '.repeat(6)}`.slice(
+    0,
+    300,
+  );
+
+const mb = (bytes: number) => (bytes / 1e6).toFixed(2);
+const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const cpuMs = (since: NodeJS.CpuUsage) => {
+  const u = process.cpuUsage(since);
+  return (u.user + u.system) / 1000;
+};
+
+function chatGraph(checkpointer: BaseCheckpointSaver, delta = false) {
+  const reply = (messages: BaseMessage[]) => ({
+    messages: [
+      new AIMessage({ id: `ai-${messages.length}`, content: text(messages.length, 'assistant') }),
+    ],
+  });
+  if (delta) {
+    return new StateGraph(new StateSchema({ messages: MessagesDeltaValue }))
+      .addNode('agent', async (s: { messages: BaseMessage[] }) => reply(s.messages))
+      .addEdge(START, 'agent')
+      .addEdge('agent', END)
+      .compile({ checkpointer });
+  }
+  return new StateGraph(MessagesAnnotation)
+    .addNode('agent', async (s) => reply(s.messages))
+    .addEdge(START, 'agent')
+    .addEdge('agent', END)
+    .compile({ checkpointer });
+}
+
+export interface Subject {
+  name: string;
+  saver: BaseCheckpointSaver;
+  delta?: boolean;
+  /** Read the whole history at the last turn (false: not measured, to save the run's time). */
+  history?: boolean;
+  /** Bytes on disk now. */
+  bytes(): Promise<number>;
+  /** A fresh saver on the same data (another process), for the cold getState. */
+  reopen(): Promise<BaseCheckpointSaver>;
+  close(): Promise<void>;
+}
+
+interface Measured {
+  bytes: Map<number, number>;
+  perInvoke: number[];
+  getState: number;
+  getStateCold: number;
+  history: number | null;
+  historyCpu: number | null;
+  snapshots: number;
+}
+
+export function sqliteBytes(db: Database.Database): number {
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  return (
+    Number(db.pragma('page_count', { simple: true })) *
+    Number(db.pragma('page_size', { simple: true }))
+  );
+}
+
+export async function schemaBytes(client: pg.Client, schema: string): Promise<number> {
+  const { rows } = await client.query(
+    `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint AS b FROM pg_class c
+     JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'`,
+    [schema],
+  );
+  return Number(rows[0].b);
+}
+
+async function timeIt(fn: () => Promise<unknown>, runs = 3): Promise<number> {
+  const xs: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    await fn();
+    xs.push(performance.now() - t0);
+  }
+  return median(xs);
+}
+
+export async function race(subjects: Subject[], log: (line: string) => void): Promise<Measured[]> {
+  const graphs = subjects.map((s) => chatGraph(s.saver, s.delta));
+  const config = { configurable: { thread_id: 'bench' } };
+  const out: Measured[] = subjects.map(() => ({
+    bytes: new Map(),
+    perInvoke: [],
+    getState: 0,
+    getStateCold: 0,
+    history: null,
+    historyCpu: null,
+    snapshots: 0,
+  }));
+  for (let i = 1; i <= TURNS; i++) {
+    for (let k = 0; k < subjects.length; k++) {
+      const input = { messages: [new HumanMessage({ id: `h-${i}`, content: text(i, 'user') })] };
+      const t0 = performance.now();
+      await graphs[k]!.invoke(input, config);
+      out[k]!.perInvoke.push(performance.now() - t0);
+      if (MARKS.includes(i)) out[k]!.bytes.set(i, await subjects[k]!.bytes());
+      if (i === HISTORY_AT && subjects[k]!.history !== false) {
+        const t1 = performance.now();
+        const c1 = process.cpuUsage();
+        let n = 0;
+        for await (const _ of graphs[k]!.getStateHistory(config)) n++;
+        out[k]!.history = performance.now() - t1;
+        out[k]!.historyCpu = cpuMs(c1);
+        out[k]!.snapshots = n;
+        log(
+          `${subjects[k]!.name}: getStateHistory ${ms(out[k]!.history!)} ms (CPU ${ms(out[k]!.historyCpu!)} ms), ${n} snapshots`,
+        );
+      }
+    }
+    if (MARKS.includes(i)) {
+      log(
+        `turn ${i} bytes: ${subjects.map((s, k) => `${s.name} ${out[k]!.bytes.get(i)}`).join(', ')}`,
+      );
+    }
+    if (i % 100 === 0 || i === 50) {
+      log(
+        `turn ${i}: ${subjects.map((s, k) => `${s.name} ${ms(mean(out[k]!.perInvoke.slice(-50)))} ms`).join(', ')}`,
+      );
+    }
+  }
+  for (let k = 0; k < subjects.length; k++) {
+    out[k]!.getState = await timeIt(() => graphs[k]!.getState(config));
+    const fresh = chatGraph(await subjects[k]!.reopen(), subjects[k]!.delta);
+    out[k]!.getStateCold = await timeIt(() => fresh.getState(config), 1);
+    log(
+      `${subjects[k]!.name}: getState ${ms(out[k]!.getState)} / fresh ${ms(out[k]!.getStateCold)} ms`,
+    );
+  }
+  return out;
+}
+
+export function table(subjects: Subject[], results: Measured[], base: number): string {
+  const rows = [
+    `| saver | MB at ${MARKS.join(' / ')} turns | ${MARKS[2]}/${MARKS[1]} bytes | ms per invoke, turns 1-50 → ${TURNS - 49}-${TURNS} | getState at ${TURNS} (warm / fresh instance) | getStateHistory, whole thread at ${HISTORY_AT} turns: wall (CPU of this process), snapshots |`,
+    '| --- | --- | ---: | --- | --- | --- |',
+  ];
+  subjects.forEach((s, k) => {
+    const r = results[k]!;
+    const history =
+      r.history === null
+        ? 'not measured'
+        : `${ms(r.history)} ms (${ms(r.historyCpu!)} ms), ${r.snapshots}`;
+    rows.push(
+      `| ${s.name} | ${MARKS.map((m) => mb(r.bytes.get(m)!)).join(' / ')} | ${(r.bytes.get(MARKS[2]!)! / r.bytes.get(MARKS[1]!)!).toFixed(2)}x | ${ms(mean(r.perInvoke.slice(0, 50)))} → ${ms(mean(r.perInvoke.slice(-50)))} | ${ms(r.getState)} / ${ms(r.getStateCold)} ms | ${history} |`,
+    );
+  });
+  const cairn = results[results.length - 1]!;
+  const b = results[base]!;
+  const last = MARKS[2]!;
+  const historyRatio =
+    cairn.history !== null && b.history !== null
+      ? `, getStateHistory ${(cairn.history / b.history).toFixed(2)}x (CPU ${(cairn.historyCpu! / b.historyCpu!).toFixed(2)}x)`
+      : '';
+  rows.push('');
+  rows.push(
+    `Cairn / ${subjects[base]!.name}: bytes ${(cairn.bytes.get(last)! / b.bytes.get(last)!).toFixed(4)}x (1/${(b.bytes.get(last)! / cairn.bytes.get(last)!).toFixed(0)}), ` +
+      `ms per invoke at turns ${TURNS - 49}-${TURNS} ${(mean(cairn.perInvoke.slice(-50)) / mean(b.perInvoke.slice(-50))).toFixed(2)}x, ` +
+      `getState ${(cairn.getState / b.getState).toFixed(2)}x${historyRatio}.`,
+  );
+  return rows.join('\n');
+}
+
+export const description = [
+  `One \`StateGraph(MessagesAnnotation)\` chat agent with one node (a deterministic fake model), ${TURNS} turns`,
+  'of a ~300-byte question and a ~300-byte reply, the savers interleaved turn by turn in one process.',
+  "Bytes: the SQLite file after a WAL checkpoint, or every table of the saver's Postgres schema",
+  '(`pg_total_relation_size`). getState: median of 3 at the last turn on the saver that wrote the thread,',
+  `then once through a new saver instance. getStateHistory reads the whole thread as it is after turn ${HISTORY_AT},`,
+  "one saver after the other; its CPU time is this process's (the SQLite savers run in it; a Postgres",
+  "server's own work is not in it).",
+].join('\n');
+
+export const targets = [
+  'Targets (issue 12): bytes ≤ 1/200 of SqliteSaver and ≤ 1/2 of delta mode, linear (2x turns → ≤ 2.1x bytes);',
+  `ms per invoke at turns ${TURNS - 49}-${TURNS} ≤ the stock saver's; getState ≤ the stock saver's; getStateHistory ≤ 1/2`,
+  "of the stock saver's time; the same on Postgres against PostgresSaver.",
+].join('\n');
+
+export { mb };

@@ -1,0 +1,456 @@
+import { createHash } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import type { Lease, Memory } from '@cairn/core';
+import type { EmbeddingSpace, Store, ThreadRecords } from '@cairn/store';
+import { CliError } from './database.js';
+
+/** The dump format this code writes, and the newest it reads. */
+export const DUMP_VERSION = 1;
+
+/** The tables a dump holds, in the order their records come. */
+export const DUMP_TABLES = [
+  'threads',
+  'messages',
+  'branches',
+  'checkpoints',
+  'stateCommits',
+  'turns',
+  'leases',
+  'memories',
+] as const;
+export type DumpTable = (typeof DUMP_TABLES)[number];
+export type Counts = Record<DumpTable, number>;
+
+/** Each record kind's fields, in the order a dump writes them: the same bytes every time. */
+const FIELDS = {
+  thread: ['id', 'resourceId', 'title', 'metadata', 'createdAt', 'updatedAt'],
+  message: ['id', 'threadId', 'parentId', 'role', 'type', 'data', 'createdAt', 'depth'],
+  branch: [
+    'id',
+    'threadId',
+    'name',
+    'headMessageId',
+    'isActive',
+    'createdAt',
+    'forkMessageId',
+    'parentBranchId',
+  ],
+  checkpoint: ['id', 'threadId', 'name', 'messageId', 'createdAt'],
+  stateCommit: [
+    'branchId',
+    'threadId',
+    'version',
+    'messageId',
+    'messageDepth',
+    'update',
+    'snapshot',
+    'createdAt',
+  ],
+  turn: [
+    'id',
+    'threadId',
+    'messageId',
+    'source',
+    'userId',
+    'status',
+    'state',
+    'steps',
+    'startedAt',
+    'finishedAt',
+  ],
+  lease: ['key', 'owner', 'acquiredAt', 'renewedAt', 'expiresAt', 'releasedAt', 'data'],
+  memory: [
+    'id',
+    'type',
+    'agentId',
+    'entityId',
+    'roomId',
+    'worldId',
+    'scope',
+    'content',
+    'metadata',
+    'contentHash',
+    'embedding',
+    'createdAt',
+  ],
+  embeddingSpace: ['embedderId', 'dimensions'],
+} as const;
+type Kind = keyof typeof FIELDS;
+
+const TABLE_OF: Partial<Record<Kind, DumpTable>> = {
+  thread: 'threads',
+  message: 'messages',
+  branch: 'branches',
+  checkpoint: 'checkpoints',
+  stateCommit: 'stateCommits',
+  turn: 'turns',
+  lease: 'leases',
+  memory: 'memories',
+};
+
+/** One line of a dump: `{"kind":…, fields in their fixed order}`. */
+function line(kind: Kind, value: object): string {
+  const v = value as Record<string, unknown>;
+  let out = `{"kind":"${kind}"`;
+  for (const f of FIELDS[kind]) out += `,"${f}":${JSON.stringify(v[f] ?? null)}`;
+  return `${out}}\n`;
+}
+
+export const zeroCounts = (): Counts =>
+  Object.fromEntries(DUMP_TABLES.map((t) => [t, 0])) as Counts;
+
+/** Every thread, oldest first (the order that recreates their creation order). */
+export async function threadIdsOldestFirst(store: Store): Promise<string[]> {
+  const ids: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const page = await store.listThreads({ limit: 1000, cursor });
+    for (const t of page.items) ids.push(t.id);
+    cursor = page.nextCursor;
+  } while (cursor !== null);
+  return ids.reverse();
+}
+
+/** Pages of a keyed listing, one after another. */
+export async function* pages<T>(
+  list: (cursor: string | null) => Promise<{ items: T[]; nextCursor: string | null }>,
+): AsyncGenerator<T[]> {
+  let cursor: string | null = null;
+  do {
+    const page = await list(cursor);
+    if (page.items.length > 0) yield page.items;
+    cursor = page.nextCursor;
+  } while (cursor !== null);
+}
+
+/** The lines of one thread's records. */
+function threadLines(r: ThreadRecords): string {
+  let out = line('thread', r.thread);
+  for (const m of r.messages) out += line('message', m);
+  for (const b of r.branches) out += line('branch', b);
+  for (const c of r.checkpoints) out += line('checkpoint', c);
+  for (const c of r.stateCommits) out += line('stateCommit', c);
+  for (const t of r.turns) out += line('turn', t);
+  return `${out}{"kind":"threadEnd","id":${JSON.stringify(r.thread.id)}}\n`;
+}
+
+function countThread(counts: Counts, r: ThreadRecords): void {
+  counts.threads++;
+  counts.messages += r.messages.length;
+  counts.branches += r.branches.length;
+  counts.checkpoints += r.checkpoints.length;
+  counts.stateCommits += r.stateCommits.length;
+  counts.turns += r.turns.length;
+}
+
+/** Writes to a stream, waiting when it asks to (large dumps never sit in memory). */
+class Output {
+  #buffer = '';
+  constructor(readonly stream: NodeJS.WritableStream) {}
+  async write(text: string): Promise<void> {
+    this.#buffer += text;
+    if (this.#buffer.length >= 1 << 20) await this.flush();
+  }
+  async flush(): Promise<void> {
+    if (this.#buffer === '') return;
+    const ok = this.stream.write(this.#buffer);
+    this.#buffer = '';
+    if (!ok) await new Promise((resolve) => this.stream.once('drain', resolve));
+  }
+}
+
+/**
+ * Writes the dump of `store` (or of the given threads only: then without leases and
+ * memories) to `out`. Returns what it wrote, by table.
+ */
+export async function exportDump(
+  store: Store,
+  out: NodeJS.WritableStream,
+  options: { threadIds?: string[] } = {},
+): Promise<Counts> {
+  const counts = zeroCounts();
+  const o = new Output(out);
+  await o.write(`{"cairn":"dump","version":${DUMP_VERSION}}\n`);
+  const whole = options.threadIds === undefined;
+  const space = whole ? await store.getEmbeddingSpace() : null;
+  if (space) await o.write(line('embeddingSpace', space));
+  for (const id of options.threadIds ?? (await threadIdsOldestFirst(store))) {
+    const r = await store.exportThread(id);
+    if (!r) throw new CliError(`thread ${JSON.stringify(id)} not found`);
+    countThread(counts, r);
+    await o.write(threadLines(r));
+  }
+  if (whole) {
+    for await (const leases of pages((cursor) => store.listLeases({ limit: 1000, cursor }))) {
+      counts.leases += leases.length;
+      for (const l of leases) await o.write(line('lease', l));
+    }
+    for await (const memories of pages((cursor) => store.scanMemories({ limit: 1000, cursor }))) {
+      counts.memories += memories.length;
+      for (const m of memories) await o.write(line('memory', m));
+    }
+  }
+  await o.write(`{"kind":"end","counts":${JSON.stringify(counts)}}\n`);
+  await o.flush();
+  return counts;
+}
+
+/** Reads the first line of a dump: refuses anything but a dump of a format this code reads. */
+export function checkHeader(text: string | undefined): void {
+  let header: { cairn?: unknown; version?: unknown } | undefined;
+  try {
+    header = text === undefined ? undefined : JSON.parse(text);
+  } catch {}
+  if (header?.cairn !== 'dump' || !Number.isInteger(header.version))
+    throw new CliError('the input is not a Cairn dump (its first line is not {"cairn":"dump",…})');
+  if ((header.version as number) > DUMP_VERSION)
+    throw new CliError(
+      `the dump is format version ${header.version}, newer than this cairn reads (${DUMP_VERSION}); upgrade @cairn/cli`,
+    );
+}
+
+/** What restoring writes in one transaction: whole threads, each atomically. */
+const THREADS_PER_BATCH = 100;
+const MESSAGES_PER_BATCH = 5000;
+const MEMORIES_PER_BATCH = 1000;
+
+/**
+ * Writes threads into `store` in batches of whole threads, each batch one transaction.
+ * With `skipExisting`, a thread already there is left as it is (a re-run after a kill
+ * finishes the job: a thread is written whole or not at all).
+ */
+export class ThreadWriter {
+  #batch: ThreadRecords[] = [];
+  #messages = 0;
+  readonly written = zeroCounts();
+  skipped = 0;
+
+  constructor(
+    readonly store: Store,
+    readonly skipExisting: boolean,
+    readonly threadsPerBatch = THREADS_PER_BATCH,
+  ) {}
+
+  async add(r: ThreadRecords): Promise<void> {
+    this.#batch.push(r);
+    this.#messages += r.messages.length;
+    if (this.#batch.length >= this.threadsPerBatch || this.#messages >= MESSAGES_PER_BATCH)
+      await this.flush();
+  }
+
+  async flush(): Promise<void> {
+    const batch = this.#batch;
+    if (batch.length === 0) return;
+    this.#batch = [];
+    this.#messages = 0;
+    const written = await this.store.transaction(async (tx) => {
+      const done: ThreadRecords[] = [];
+      for (const r of batch) {
+        if (this.skipExisting && (await tx.getThread(r.thread.id))) continue;
+        await tx.restoreThread(r);
+        done.push(r);
+      }
+      return done;
+    });
+    for (const r of written) countThread(this.written, r);
+    this.skipped += batch.length - written.length;
+  }
+}
+
+/** Adds memories in batches; with `skipExisting`, ids already stored are left out. */
+export async function writeMemories(
+  store: Store,
+  memories: Memory[],
+  skipExisting: boolean,
+): Promise<number> {
+  let todo = memories;
+  if (skipExisting) {
+    const ids = memories.map((m) => m.id);
+    const have = new Set(
+      (await store.listMemories({ ids }, { limit: ids.length })).map((m) => m.id),
+    );
+    todo = memories.filter((m) => !have.has(m.id));
+  }
+  if (todo.length > 0) await store.addMemories(todo);
+  return todo.length;
+}
+
+/** Records the source's embedding space in the target (a no-op when it is the same). */
+export async function writeEmbeddingSpace(
+  store: Store,
+  space: EmbeddingSpace | null,
+): Promise<void> {
+  if (space?.embedderId)
+    await store.ensureEmbeddingSpace({
+      embedderId: space.embedderId,
+      dimensions: space.dimensions,
+    });
+}
+
+/**
+ * Reads a dump from `input` into `store`: threads atomically each (in transactions of a
+ * few at once), then leases and memories in batches. Checks the trailer's counts.
+ */
+export async function importDump(
+  store: Store,
+  lines: AsyncIterator<string>,
+  options: { skipExisting?: boolean } = {},
+): Promise<{ written: Counts; skippedThreads: number }> {
+  const skipExisting = options.skipExisting ?? false;
+  const writer = new ThreadWriter(store, skipExisting);
+  const read = zeroCounts();
+  let current: ThreadRecords | null = null;
+  let leases: Lease[] = [];
+  let memories: Memory[] = [];
+  let memoriesWritten = 0;
+  let leasesWritten = 0;
+  let end: Counts | null = null;
+  let n = 1;
+  const flushOthers = async () => {
+    if (leases.length > 0) await store.restoreLeases(leases);
+    leasesWritten += leases.length;
+    memoriesWritten += await writeMemories(store, memories, skipExisting);
+    leases = [];
+    memories = [];
+  };
+  for (let next = await lines.next(); !next.done; next = await lines.next()) {
+    n++;
+    if (next.value === '') continue;
+    if (end) throw new CliError(`line ${n}: records after the end of the dump`);
+    let rec: Record<string, unknown> & { kind?: unknown };
+    try {
+      rec = JSON.parse(next.value);
+    } catch {
+      throw new CliError(`line ${n}: not JSON`);
+    }
+    const { kind, ...value } = rec;
+    const table = TABLE_OF[kind as Kind];
+    if (table) read[table]++;
+    const inThread = current !== null;
+    switch (kind) {
+      case 'embeddingSpace':
+        await writeEmbeddingSpace(store, value as unknown as EmbeddingSpace);
+        break;
+      case 'thread':
+        if (inThread)
+          throw new CliError(`line ${n}: a thread starts before the previous one ended`);
+        current = {
+          thread: value as never,
+          messages: [],
+          branches: [],
+          checkpoints: [],
+          stateCommits: [],
+          turns: [],
+        };
+        break;
+      case 'message':
+      case 'branch':
+      case 'checkpoint':
+      case 'stateCommit':
+      case 'turn': {
+        if (!current) throw new CliError(`line ${n}: a ${kind} outside a thread`);
+        const list = {
+          message: 'messages',
+          branch: 'branches',
+          checkpoint: 'checkpoints',
+          stateCommit: 'stateCommits',
+          turn: 'turns',
+        }[kind] as Exclude<keyof ThreadRecords, 'thread'>;
+        (current[list] as unknown[]).push(value);
+        break;
+      }
+      case 'threadEnd':
+        if (!current || value.id !== current.thread.id)
+          throw new CliError(`line ${n}: threadEnd without its thread`);
+        await writer.add(current);
+        current = null;
+        break;
+      case 'lease':
+      case 'memory':
+        if (inThread) throw new CliError(`line ${n}: a ${kind} inside a thread`);
+        if (kind === 'lease') leases.push(value as unknown as Lease);
+        else memories.push(value as unknown as Memory);
+        if (leases.length + memories.length >= MEMORIES_PER_BATCH) {
+          await writer.flush();
+          await flushOthers();
+        }
+        break;
+      case 'end':
+        if (inThread) throw new CliError(`line ${n}: the dump ends inside a thread`);
+        end = value.counts as Counts;
+        break;
+      default:
+        throw new CliError(`line ${n}: unknown record kind ${JSON.stringify(kind)}`);
+    }
+  }
+  await writer.flush();
+  await flushOthers();
+  if (!end)
+    throw new CliError(
+      'the dump is truncated: it has no end record (what came before it was imported)',
+    );
+  for (const t of DUMP_TABLES) {
+    if (end[t] !== read[t])
+      throw new CliError(`the dump's end record counts ${end[t]} ${t}, the dump holds ${read[t]}`);
+  }
+  const written = { ...writer.written, leases: leasesWritten, memories: memoriesWritten };
+  return { written, skippedThreads: writer.skipped };
+}
+
+/** The lines of a stream, without their line ends. */
+export function linesOf(input: NodeJS.ReadableStream): AsyncIterator<string> {
+  return createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })[Symbol.asyncIterator]();
+}
+
+/**
+ * A checksum of a table that does not depend on the store: each record's canonical JSON
+ * (keys sorted, vectors at float32 precision, which every store keeps) hashed, the
+ * hashes summed, so the order the rows come in does not matter.
+ */
+export class TableChecksum {
+  #sum = 0n;
+  count = 0;
+  add(value: unknown): void {
+    const h = createHash('sha256').update(canonical(value)).digest('hex');
+    this.#sum = (this.#sum + BigInt(`0x${h}`)) % (1n << 256n);
+    this.count++;
+  }
+  get hex(): string {
+    return this.#sum.toString(16).padStart(64, '0');
+  }
+}
+
+function canonical(value: unknown, key = ''): string {
+  if (Array.isArray(value))
+    return `[${value.map((v) => (key === 'embedding' && typeof v === 'number' ? JSON.stringify(Math.fround(v)) : canonical(v))).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value)
+      .filter(([k]) => k !== 'seq')
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v, k)}`).join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+/** Counts and checksums of every table of `store`. */
+export async function checksums(store: Store): Promise<Record<DumpTable, TableChecksum>> {
+  const sums = Object.fromEntries(DUMP_TABLES.map((t) => [t, new TableChecksum()])) as Record<
+    DumpTable,
+    TableChecksum
+  >;
+  for (const id of await threadIdsOldestFirst(store)) {
+    const r = await store.exportThread(id);
+    if (!r) continue; // deleted meanwhile
+    sums.threads.add(r.thread);
+    for (const m of r.messages) sums.messages.add(m);
+    for (const b of r.branches) sums.branches.add(b);
+    for (const c of r.checkpoints) sums.checkpoints.add(c);
+    for (const c of r.stateCommits) sums.stateCommits.add(c);
+    for (const t of r.turns) sums.turns.add(t);
+  }
+  for await (const leases of pages((cursor) => store.listLeases({ limit: 1000, cursor })))
+    for (const l of leases) sums.leases.add(l);
+  for await (const memories of pages((cursor) => store.scanMemories({ limit: 1000, cursor })))
+    for (const m of memories) sums.memories.add(m);
+  return sums;
+}

@@ -1,0 +1,227 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { postgresTestSkip } from '@cairn/store-postgres/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cairn, type Kind, seed, type TestDb, tempDir, testDb } from './support.js';
+
+const skipPostgres = await postgresTestSkip('cli');
+const kinds: Kind[] = skipPostgres ? ['sqlite'] : ['sqlite', 'postgres'];
+
+/** A database with everything a dump holds: threads of every kind of record, leases, memories. */
+async function fill(db: TestDb, threads = 3) {
+  const store = await db.open();
+  const seeded = [];
+  for (let i = 0; i < threads; i++) seeded.push(await seed(store, `thread ${i}`));
+  await store.putTurn({
+    id: 'turn-1',
+    threadId: seeded[0]!.thread.id,
+    messageId: seeded[0]!.messages.a.id,
+    source: 'cli-test',
+    userId: 'u',
+    status: 'finished',
+    state: { step: 2 },
+    steps: [{ name: 'plan', start: 1, end: 2, error: null }],
+    startedAt: 1,
+    finishedAt: 2,
+  });
+  await store.acquireLease({ key: 'research:1', owner: 'worker-a', ttlMs: 60_000, data: { n: 1 } });
+  await store.ensureEmbeddingSpace({ embedderId: 'test-embedder', dimensions: 4 });
+  await store.addMemories(
+    Array.from({ length: 7 }, (_, i) => ({
+      agentId: 'agent',
+      scope: 'shared' as const,
+      worldId: 'w',
+      content: { text: `remember ${i}` },
+      embedding: [i, 0.5, -0.25, 1 / (i + 3)],
+    })),
+  );
+  await store.close();
+  return seeded;
+}
+
+describe.each(kinds)('export and import on %s', (kind) => {
+  let db: TestDb;
+  let copy: TestDb;
+  let seeded: Awaited<ReturnType<typeof fill>>;
+  beforeAll(async () => {
+    db = testDb(kind);
+    copy = testDb(kind);
+    seeded = await fill(db);
+  });
+  afterAll(async () => {
+    await db.drop();
+    await copy.drop();
+  });
+
+  it('export → import → export is byte-identical', async () => {
+    const first = await cairn(['export', db.arg]);
+    expect(first.code, first.stderr).toBe(0);
+    const lines = first.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(lines[0]).toEqual({ cairn: 'dump', version: 1 });
+    expect(lines[1]).toEqual({
+      kind: 'embeddingSpace',
+      embedderId: 'test-embedder',
+      dimensions: 4,
+    });
+    expect(lines.at(-1)).toEqual({
+      kind: 'end',
+      counts: {
+        threads: 3,
+        messages: 9,
+        branches: 6,
+        checkpoints: 3,
+        stateCommits: 3,
+        turns: 1,
+        leases: 1,
+        memories: 7,
+      },
+    });
+    const imported = await cairn(['import', copy.arg], first.stdout);
+    expect(imported.code, imported.stderr).toBe(0);
+    expect(imported.stderr).toBe('imported 3 threads, 9 messages, 1 leases, 7 memories\n');
+    const second = await cairn(['export', copy.arg]);
+    expect(second.stdout).toBe(first.stdout);
+    // The restored database works as the original: same chain, same active branch.
+    const shown = JSON.parse(
+      (await cairn(['show', copy.arg, seeded[0]!.thread.id, '--json'])).stdout,
+    );
+    expect(shown.messages.map((m: { id: string }) => m.id)).toEqual([
+      seeded[0]!.messages.a.id,
+      seeded[0]!.messages.b2.id,
+    ]);
+  });
+
+  it('a second import conflicts on the first thread; --skip-existing finishes it', async () => {
+    const dump = (await cairn(['export', db.arg])).stdout;
+    const again = await cairn(['import', copy.arg], dump);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(
+      /^cairn: thread ".*" already exists; --skip-existing keeps what is there/,
+    );
+    const skip = await cairn(['import', copy.arg, '--skip-existing'], dump);
+    expect(skip.code).toBe(0);
+    expect(skip.stderr).toBe(
+      'imported 0 threads, 0 messages, 1 leases, 0 memories (3 threads were there already)\n',
+    );
+    expect((await cairn(['export', copy.arg])).stdout).toBe(dump);
+  });
+
+  it('--thread exports only those threads, without leases and memories', async () => {
+    const r = await cairn(['export', db.arg, '--thread', seeded[1]!.thread.id]);
+    const lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(lines.filter((l) => l.kind === 'thread').map((l) => l.id)).toEqual([
+      seeded[1]!.thread.id,
+    ]);
+    expect(
+      lines.some((l) => l.kind === 'memory' || l.kind === 'lease' || l.kind === 'embeddingSpace'),
+    ).toBe(false);
+    const missing = await cairn(['export', db.arg, '--thread', 'nope']);
+    expect([missing.code, missing.stderr]).toEqual([1, 'cairn: thread "nope" not found\n']);
+  });
+});
+
+describe('import refuses what it cannot read', () => {
+  it('a newer format, or no dump at all, before anything is created', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'new.db');
+    const newer = await cairn(['import', file], '{"cairn":"dump","version":2}\n');
+    expect([newer.code, newer.stderr]).toEqual([
+      1,
+      'cairn: the dump is format version 2, newer than this cairn reads (1); upgrade @cairn/cli\n',
+    ]);
+    const junk = await cairn(['import', file], 'hello\n');
+    expect(junk.stderr).toContain('is not a Cairn dump');
+    expect(() => readFileSync(file)).toThrow();
+  });
+
+  it('a thread cut short is not imported; a broken record stops the import', async () => {
+    const db = testDb('sqlite');
+    await fill(db, 2);
+    const dump = (await cairn(['export', db.arg])).stdout;
+    const lines = dump.split('\n');
+    const secondEnd = lines.findIndex(
+      (l, i) =>
+        l.includes('"threadEnd"') && lines.slice(0, i).some((x) => x.includes('"threadEnd"')),
+    );
+    const target = join(tempDir(), 'cut.db');
+    const cut = await cairn(['import', target], `${lines.slice(0, secondEnd).join('\n')}\n`);
+    expect(cut.code).toBe(1);
+    expect(cut.stderr).toContain('no end record');
+    const threads = JSON.parse((await cairn(['threads', target, '--json'])).stdout);
+    expect(threads).toHaveLength(1);
+    const bad = await cairn(
+      ['import', join(tempDir(), 'bad.db')],
+      dump.replace('"kind":"branch"', '"kind":"twig"'),
+    );
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^cairn: line \d+: unknown record kind "twig"\n$/);
+  });
+});
+
+const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+
+describe.each(kinds.map((to) => ['sqlite', to] as const))('copy %s → %s', (fromKind, toKind) => {
+  let from: TestDb;
+  let to: TestDb;
+  beforeAll(async () => {
+    from = testDb(fromKind);
+    to = testDb(toKind);
+    await fill(from, 150);
+  });
+  afterAll(async () => {
+    await from.drop();
+    await to.drop();
+  });
+
+  it('killed in the middle, then run again: finishes without duplicates and verifies', async () => {
+    // One thread per transaction, killed as soon as the first thread is written.
+    const child = spawn(process.execPath, [
+      BIN,
+      'copy',
+      from.arg,
+      to.arg,
+      '--progress',
+      '--batch',
+      '1',
+    ]);
+    let err = '';
+    const killed = await new Promise<NodeJS.Signals | null>((resolve) => {
+      child.stderr.on('data', (d) => {
+        err += d;
+        if (/ [1-9]\d*\/\d+ /.test(err)) child.kill('SIGKILL');
+      });
+      child.on('exit', (_code, signal) => resolve(signal));
+    });
+    expect(killed, err).toBe('SIGKILL');
+    const partial = JSON.parse((await cairn(['threads', to.arg, '--json'])).stdout);
+    expect(partial.length).toBeGreaterThan(0);
+    expect(partial.length).toBeLessThan(150);
+
+    const rerun = await cairn(['copy', from.arg, to.arg, '--json']);
+    expect(rerun.code, rerun.stderr).toBe(0);
+    const result = JSON.parse(rerun.stdout);
+    expect(result.threads.written + result.threads.skipped).toBe(150);
+    expect(result.threads.skipped).toBeGreaterThanOrEqual(partial.length);
+    expect(result.verified.every((c: { ok: boolean }) => c.ok)).toBe(true);
+    expect(
+      result.verified.find((c: { table: string }) => c.table === 'messages').target.count,
+    ).toBe(450);
+    const source = await cairn(['export', from.arg]);
+    const target = await cairn(['export', to.arg]);
+    const parse = (s: string) =>
+      s
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+    // Postgres orders the keys of stored JSON objects its own way: compare values.
+    expect(parse(target.stdout)).toEqual(parse(source.stdout));
+  });
+});
