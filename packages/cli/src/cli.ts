@@ -1,7 +1,9 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { isCairnError } from '@cairn/core';
 import { doctor } from './commands/doctor.js';
+import { inspect } from './commands/inspect.js';
 import { migrate } from './commands/migrate.js';
+import { parseAge, prune } from './commands/prune.js';
 import { show, threads } from './commands/read.js';
 import { copyStore } from './copy.js';
 import { CliError, openStore, parseTarget, type Target, usage } from './database.js';
@@ -238,6 +240,65 @@ export const COMMANDS: Record<string, Command> = {
       }
     },
   },
+  prune: {
+    args: ['<db>'],
+    summary: 'delete old turns and inactive threads',
+    options: {
+      'turns-older-than': {
+        type: 'string',
+        description: 'finished and failed turns started longer ago than this (30m, 12h, 7d, 2w)',
+      },
+      'threads-older-than': {
+        type: 'string',
+        description: 'threads with no update and no message for this long, with all they hold',
+      },
+      'dry-run': { type: 'boolean', description: 'only count what would be deleted' },
+    },
+    help: DB_HELP,
+    run: ([db], v, io) => {
+      const turns = str(v['turns-older-than']);
+      const threads = str(v['threads-older-than']);
+      return prune(
+        parseTarget(db!),
+        {
+          ...(turns === undefined ? {} : { turnsOlderThan: parseAge(turns, 'turns-older-than') }),
+          ...(threads === undefined
+            ? {}
+            : { threadsOlderThan: parseAge(threads, 'threads-older-than') }),
+          dryRun: !!v['dry-run'],
+        },
+        io,
+      );
+    },
+  },
+  inspect: {
+    args: ['<db>'],
+    summary: 'serve the inspector (a web page) on the database until Ctrl-C',
+    options: {
+      port: { type: 'string', description: 'the port (default 4319; 0 picks a free one)' },
+      host: { type: 'string', description: 'the interface to listen on (default 127.0.0.1)' },
+      'allow-writes': {
+        type: 'boolean',
+        description: 'let the page switch branches, fork at a message and set checkpoints',
+      },
+    },
+    help: [...DB_HELP, 'Read-only unless started with --allow-writes.'],
+    run: ([db], v, io) => {
+      const port = v.port === undefined ? undefined : Number(v.port);
+      if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535))
+        throw usage(`--port must be a port number from 0 to 65535, got ${JSON.stringify(v.port)}`);
+      const host = str(v.host);
+      return inspect(
+        parseTarget(db!),
+        {
+          ...(port === undefined ? {} : { port }),
+          ...(host === undefined ? {} : { host }),
+          allowWrites: !!v['allow-writes'],
+        },
+        io,
+      );
+    },
+  },
 };
 
 const HELP_OPTION: Options = {
@@ -269,7 +330,7 @@ export function mainHelp(): string {
   return [
     'usage: cairn <command> [options]',
     '',
-    'Look into, check, migrate, dump, restore and copy a Cairn database: a SQLite file or a\nPostgres URL.',
+    'Look into, check, migrate, dump, restore, copy and prune a Cairn database, or serve the\ninspector on it: a SQLite file or a Postgres URL.',
     '',
     'commands:',
     ...Object.entries(COMMANDS).map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`),

@@ -3,7 +3,13 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import { CairnError, isCairnError, type StateSchema, type Viewer } from '@cairn/core';
+import {
+  CairnError,
+  isCairnError,
+  type JsonObject,
+  type StateSchema,
+  type Viewer,
+} from '@cairn/core';
 import type { Embedder } from '@cairn/memory';
 import type { Store } from '@cairn/store';
 import { InspectorApi } from './api.js';
@@ -92,15 +98,23 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
     if (parts[0] !== 'api') throw new CairnError('NOT_FOUND', `no page at ${url.pathname}`);
     const [, a, id, b, c, d] = parts;
     const n = parts.length;
-    if (method === 'GET' && n === 2 && a === 'threads')
-      return sendJson(res, await api.threads(url.searchParams));
-    if (method === 'GET' && n === 3 && a === 'threads') return sendJson(res, await api.thread(id!));
-    if (method === 'GET' && n === 6 && a === 'threads' && b === 'messages' && d === 'state')
-      return sendJson(res, await api.messageState(id!, c!));
-    if (method === 'GET' && n === 3 && a === 'memory' && id === 'search')
-      return sendJson(res, await api.search(url.searchParams));
-    if (method === 'POST' && n === 5 && a === 'threads' && b === 'active-branch')
-      return sendJson(res, await api.switchBranch(id!, c!));
+    const q = url.searchParams;
+    if (method === 'GET') {
+      if (n === 2 && a === 'threads') return sendJson(res, await api.threads(q));
+      if (n === 3 && a === 'threads') return sendJson(res, await api.thread(id!, q));
+      if (n === 4 && a === 'threads' && b === 'compare')
+        return sendJson(res, await api.compare(id!, q));
+      if (n === 6 && a === 'threads' && b === 'messages' && d === 'state')
+        return sendJson(res, await api.messageState(id!, c!));
+      if (n === 3 && a === 'memory' && id === 'search') return sendJson(res, await api.search(q));
+    }
+    if (method === 'POST' && a === 'threads') {
+      if (n === 5 && b === 'active-branch') return sendJson(res, await api.switchBranch(id!, c!));
+      if (n === 4 && b === 'branches')
+        return sendJson(res, await api.fork(id!, await readJson(req)));
+      if (n === 4 && b === 'checkpoints')
+        return sendJson(res, await api.checkpoint(id!, await readJson(req)));
+    }
     throw new CairnError('NOT_FOUND', `no endpoint ${method} ${url.pathname}`);
   }
 
@@ -213,6 +227,26 @@ async function listen(server: Server, wanted: number, host: string): Promise<Ins
         server.close(() => resolve());
       }),
   };
+}
+
+/** A request's JSON object body, at most 64 KiB. */
+async function readJson(req: IncomingMessage): Promise<JsonObject> {
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > 65_536) throw new CairnError('INVALID_ARGUMENT', 'the request body is over 64 KiB');
+    chunks.push(chunk);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
+  } catch {
+    throw new CairnError('INVALID_ARGUMENT', 'the request body is not JSON');
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new CairnError('INVALID_ARGUMENT', 'the request body must be a JSON object');
+  return body as JsonObject;
 }
 
 function escapeHtml(text: string): string {

@@ -139,8 +139,10 @@ export async function isOnChain(store: Store, headId: string | null, m: Message)
 
 /**
  * The state at `depth` on `branch`'s lineage: the branch's last commit at or before that
- * depth or, before its fork, its parent branch's (and so on); the initial state when no
- * branch of the lineage has one.
+ * depth or, failing that, its parent branch's as of the fork message (and so on); the
+ * initial state when no branch of the lineage has one. A branch without commits thus has
+ * its parent's state as of its fork, as the engine writes when it first loads such a
+ * branch; one forked from no message starts from the initial state.
  */
 export async function readLineageState<S extends StateSchema<any>>(
   store: Store,
@@ -150,10 +152,15 @@ export async function readLineageState<S extends StateSchema<any>>(
 ): Promise<LoadedState> {
   const initial = schema.initial('thread') as JsonObject;
   let b: Branch | null = branch;
+  let at = depth;
   for (let hops = 0; b && hops < 10_000; hops++) {
-    const loaded = await readBranchState(store, schema, b.id, initial, depth);
+    const loaded = await readBranchState(store, schema, b.id, initial, at);
     if (loaded) return loaded;
-    b = b.parentBranchId ? await store.getBranchById(b.parentBranchId) : null;
+    const fork = b.forkMessageId === null ? null : await store.getMessage(b.forkMessageId);
+    if (!fork || b.parentBranchId === null) break;
+    // Past the fork the parent's chain is another one: read the parent as of the fork.
+    at = Math.min(at, fork.depth);
+    b = await store.getBranchById(b.parentBranchId);
   }
   return initialLoaded(initial);
 }

@@ -637,6 +637,36 @@ export function describeThreadEngine(s: EngineStore): void {
         expect((await store.getActiveBranch(t.id))?.id).toBe(v2);
       });
 
+      it('a branch made outside the engine reads its parent state as of the fork, past the fork too', async () => {
+        const t = await open();
+        const [m0] = await say(t, 'm0');
+        await t.update({ keyInsights: ['a'] });
+        await say(t, 'm1');
+        await t.update({ keyInsights: ['b'] });
+        const main = t.branch;
+        await t.close();
+        // Forked at m0 by a plain store call (an inspector's "fork here"), then grown.
+        const side = await store.createBranch({
+          threadId: main.threadId,
+          name: 'side',
+          headMessageId: m0!.id,
+          parentBranchId: main.id,
+        });
+        const [s1] = await store.addMessages([
+          { threadId: main.threadId, parentId: m0!.id, role: 'user', data: 's1' },
+        ]);
+        await store.moveHead(side.id, m0!.id, s1!.id);
+        const asOf = await stateAsOf(store, Research, { branchId: side.id, messageId: s1!.id });
+        expect(asOf.keyInsights).toEqual(['a']);
+        const opened = await openThread(store, {
+          schema: Research,
+          threadId: main.threadId,
+          branch: 'side',
+        });
+        expect(opened.state).toEqual(asOf);
+        await opened.close();
+      });
+
       it('rewinding to a message on another branch forks the state as of it there', async () => {
         const t = await open();
         const [m1] = await say(t, 'm1');

@@ -1,0 +1,114 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { postgresTestSkip } from '@cairn/store-postgres/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cairn, type Kind, seed, type TestDb, testDb } from './support.js';
+
+const skipPostgres = await postgresTestSkip('cli');
+const kinds: Kind[] = skipPostgres ? ['sqlite'] : ['sqlite', 'postgres'];
+const DAY = 86_400_000;
+const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+
+describe.each(kinds)('prune and inspect on %s', (kind) => {
+  let db: TestDb;
+  let recent: Awaited<ReturnType<typeof seed>>;
+  beforeAll(async () => {
+    db = testDb(kind);
+    const store = await db.open();
+    recent = await seed(store, 'recent');
+    const old = Date.now() - 100 * DAY;
+    // A thread last touched 100 days ago, as a restore of an old backup writes it.
+    await store.restoreThread({
+      thread: {
+        id: 'old-thread',
+        resourceId: null,
+        title: 'old',
+        metadata: {},
+        createdAt: old,
+        updatedAt: old,
+      },
+      messages: [
+        {
+          id: 'old-message',
+          threadId: 'old-thread',
+          parentId: null,
+          role: 'user',
+          type: null,
+          data: 'hi',
+          createdAt: old,
+          depth: 0,
+        },
+      ],
+      branches: [],
+      checkpoints: [],
+      stateCommits: [],
+      turns: [],
+    });
+    const turn = (id: string, status: 'finished' | 'running', startedAt: number) =>
+      store.putTurn({
+        id,
+        threadId: recent.thread.id,
+        messageId: null,
+        source: null,
+        userId: null,
+        status,
+        state: {},
+        steps: [],
+        startedAt,
+        finishedAt: status === 'running' ? null : startedAt + 1,
+      });
+    await turn('old-finished', 'finished', Date.now() - 10 * DAY);
+    await turn('old-running', 'running', Date.now() - 10 * DAY);
+    await turn('new-finished', 'finished', Date.now() - 1000);
+    await store.close();
+  });
+  afterAll(() => db.drop());
+
+  it('prune: a dry run counts, a real run deletes old turns and inactive threads', async () => {
+    const args = ['prune', db.arg, '--turns-older-than', '7d', '--threads-older-than', '90d'];
+    const dry = await cairn([...args, '--dry-run']);
+    expect([dry.code, dry.stdout]).toEqual([
+      0,
+      'would delete 1 turns and 1 threads (dry run: nothing deleted)\n',
+    ]);
+    const real = await cairn(args);
+    expect([real.code, real.stdout]).toEqual([0, 'deleted 1 turns and 1 threads\n']);
+    const threads = JSON.parse((await cairn(['threads', db.arg, '--json'])).stdout);
+    expect(threads.map((t: { id: string }) => t.id)).toEqual([recent.thread.id]);
+    const dump = (await cairn(['export', db.arg])).stdout;
+    expect(dump).not.toContain('old-finished');
+    expect(dump).toContain('old-running');
+    expect(dump).toContain('new-finished');
+    const nothing = await cairn(['prune', db.arg]);
+    expect(nothing.code).toBe(2);
+    const bad = await cairn(['prune', db.arg, '--turns-older-than', 'a week']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('takes an age such as 30m, 12h, 7d or 2w');
+  });
+
+  it('inspect: serves the inspector on the database, read-only by default, until SIGTERM', async () => {
+    const child = spawn(process.execPath, [BIN, 'inspect', db.arg, '--port', '0']);
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d) => {
+        out += d;
+        const m = /at (http:\/\/\S+) \(read-only\)/.exec(out);
+        if (m) resolve(m[1]!);
+      });
+      child.on('exit', (code) => reject(new Error(`inspect exited ${code}`)));
+    });
+    const threads = (await (await fetch(`${url}/api/threads`)).json()) as {
+      items: Array<{ id: string }>;
+    };
+    expect(threads.items.map((t) => t.id)).toContain(recent.thread.id);
+    const write = await fetch(`${url}/api/threads/${recent.thread.id}/active-branch/alt`, {
+      method: 'POST',
+    });
+    expect(write.status).toBe(403);
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => resolve(code)),
+    );
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
+});
