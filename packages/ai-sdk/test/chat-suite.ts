@@ -1,16 +1,10 @@
 import { defineState, field, isCairnError, reducers } from '@cairn/core';
 import type { Store } from '@cairn/store';
+import type { TestStoreKind } from '@cairn/store-postgres/testing';
 import { type UIMessage, validateUIMessages } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ChatStore, createChatStore } from '../src/index.js';
 import { chatTurn, user } from './chat-route.js';
-
-export interface ChatTestStore {
-  name: string;
-  create: () => Promise<Store>;
-  destroy: (store: Store) => Promise<void>;
-  skip?: string | false;
-}
 
 const AppState = defineState({
   title: field<string>(),
@@ -40,7 +34,7 @@ async function error(p: Promise<unknown>): Promise<{ code: string; message: stri
 const wire = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
 /** The AI SDK chat store on one Cairn store. Each store runs it with one line. */
-export function describeChatStore(s: ChatTestStore): void {
+export function describeChatStore(s: TestStoreKind): void {
   describe.skipIf(Boolean(s.skip))(`@cairn/ai-sdk on ${s.name}`, () => {
     let store: Store;
     let chats: ChatStore<typeof AppState>;

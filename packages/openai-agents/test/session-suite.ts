@@ -1,5 +1,6 @@
 import { isCairnError } from '@cairn/core';
 import type { Store } from '@cairn/store';
+import type { TestStoreKind } from '@cairn/store-postgres/testing';
 import {
   Agent,
   type AgentInputItem,
@@ -15,13 +16,6 @@ import { CairnSession, POPPED_CHECKPOINT } from '../src/index.js';
 import { call, ScriptedModel, ScriptedProvider, say } from './scripted-model.js';
 
 setTracingDisabled(true);
-
-export interface SessionTestStore {
-  name: string;
-  create: () => Promise<Store>;
-  destroy: (store: Store) => Promise<void>;
-  skip?: string | false;
-}
 
 async function code(p: Promise<unknown>): Promise<string> {
   try {
@@ -65,7 +59,7 @@ async function converse(session: Session) {
 }
 
 /** The Agents SDK session on one Cairn store, compared with `MemorySession`. */
-export function describeSession(s: SessionTestStore): void {
+export function describeSession(s: TestStoreKind): void {
   describe.skipIf(Boolean(s.skip))(`@cairn/openai-agents on ${s.name}`, () => {
     let store: Store;
     beforeAll(async () => {

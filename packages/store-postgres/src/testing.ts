@@ -16,7 +16,9 @@
  * ```
  */
 import { newId } from '@cairn/core';
+import type { Store } from '@cairn/store';
 import pg from 'pg';
+import { createPostgresStore } from './create-postgres-store.js';
 
 /** The test server: `CAIRN_POSTGRES_URL`, or the local trust-auth server. */
 export const POSTGRES_TEST_URL =
@@ -68,4 +70,65 @@ export async function dropSchema(schema: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/** One kind of store a test suite runs on: its name, why it is skipped, how to make and dispose of one. */
+export interface TestStoreKind {
+  name: string;
+  /** Why the suite is skipped (the server is unreachable, say); runs when absent or false. */
+  skip?: string | false;
+  create(): Promise<Store>;
+  /** Closes the store and removes its data. */
+  destroy(store: Store): Promise<void>;
+}
+
+/**
+ * The Postgres store on an in-process PGlite, a new database for each `create`
+ * (`@electric-sql/pglite` must be installed).
+ */
+export function pgliteTestStore(): TestStoreKind {
+  const dbs = new Map<Store, { close(): Promise<void> }>();
+  return {
+    name: 'the Postgres store (PGlite)',
+    skip: false,
+    async create() {
+      const { PGlite } = await import('@electric-sql/pglite');
+      const db = new PGlite();
+      const store = await createPostgresStore({ client: db });
+      dbs.set(store, db);
+      return store;
+    },
+    async destroy(store) {
+      await store.close();
+      await dbs.get(store)?.close();
+      dbs.delete(store);
+    },
+  };
+}
+
+/**
+ * The Postgres store on the test server, a schema of its own (`<prefix>_...`) for each
+ * `create`, dropped by `destroy`; skipped as `postgresTestSkip(label)` says.
+ */
+export async function postgresServerTestStore(
+  label: string,
+  prefix = 'cairn_test',
+): Promise<TestStoreKind> {
+  const schemas = new Map<Store, string>();
+  return {
+    name: 'the Postgres store (server)',
+    skip: await postgresTestSkip(label),
+    async create() {
+      const schema = freshSchema(prefix);
+      const store = await createPostgresStore({ connectionString: POSTGRES_TEST_URL }, { schema });
+      schemas.set(store, schema);
+      return store;
+    },
+    async destroy(store) {
+      await store.close();
+      const schema = schemas.get(store);
+      schemas.delete(store);
+      if (schema !== undefined) await dropSchema(schema);
+    },
+  };
 }

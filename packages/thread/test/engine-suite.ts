@@ -1,19 +1,9 @@
 import { isCairnError, type Message } from '@cairn/core';
 import type { Store } from '@cairn/store';
+import type { TestStoreKind } from '@cairn/store-postgres/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CairnThread, openThread, stateAsOf, type ThreadEvent } from '../src/index.js';
 import { Research } from './schema.js';
-
-export interface EngineStore {
-  /** Shown in test names. */
-  name: string;
-  /** A store for the whole suite; tests use their own threads. */
-  create: () => Promise<Store>;
-  /** Closes it and removes what it created. */
-  destroy: (store: Store) => Promise<void>;
-  /** A reason to skip (the server is unreachable, say). */
-  skip?: string | false;
-}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -48,7 +38,7 @@ function beforeTransaction(store: Store, hook: () => unknown): Store {
  * The engine's behaviour on one store. Each store runs it with one line:
  * `describeThreadEngine({ name, create, destroy })`.
  */
-export function describeThreadEngine(s: EngineStore): void {
+export function describeThreadEngine(s: TestStoreKind): void {
   describe.skipIf(Boolean(s.skip))(`@cairn/thread on ${s.name}`, () => {
     let store: Store;
     const open = (o: Partial<Parameters<typeof openThread<typeof Research>>[1]> = {}) =>

@@ -1,17 +1,4 @@
-import { createPostgresStore } from '@cairn/store-postgres';
-import { PGlite } from '@electric-sql/pglite';
+import { pgliteTestStore } from '@cairn/store-postgres/testing';
 import { describeThreadEngine } from './engine-suite.js';
 
-let db: PGlite | undefined;
-
-describeThreadEngine({
-  name: 'the Postgres store (PGlite)',
-  create: async () => {
-    db = new PGlite();
-    return createPostgresStore({ client: db });
-  },
-  destroy: async (s) => {
-    await s.close();
-    await db?.close();
-  },
-});
+describeThreadEngine(pgliteTestStore());

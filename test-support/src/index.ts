@@ -1,0 +1,2 @@
+export { describeReadmeExamples } from './readme.js';
+export { sqliteTestStore } from './stores.js';
