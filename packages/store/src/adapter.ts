@@ -13,6 +13,8 @@ export type {
   MaybePromise,
   MemoryRow,
   MessageBatchLookup,
+  MessageJump,
+  MessageLink,
   SessionOptions,
   StateCommitDraft,
   ThreadRow,
