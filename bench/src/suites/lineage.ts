@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defineState, field, newId } from '@cairn/core';
 import type { Store } from '@cairn/store';
@@ -170,6 +170,10 @@ const suite: Suite = {
         '(O(log depth) index probes, `Store.isAncestor`), the state by the newest commit at or before the',
         "message on the lineage's branches. Before jump pointers (issue 17, same sizes): stateAt of an",
         'early message 142 ms (SQLite, 100k) and 55 ms (Postgres, 20k); rewind 118 ms and 82 ms.',
+        `Load average at the end of the run: ${loadavg()
+          .map((x) => x.toFixed(1))
+          .join(', ')} (1, 5, 15 min) — the machine is shared, so Postgres commits (rewind is two`,
+        'write transactions: the new branch, then the switch back) carry the wait of a busy disk and CPU.',
         '',
         comparisonTable(rows),
       ].join('\n'),
