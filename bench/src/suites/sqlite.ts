@@ -211,7 +211,11 @@ const suite: Suite = {
                   const prev = batched[i - 1];
                   planMessageBatch(drafts, {
                     threadIds: new Set(['t']),
-                    messages: new Map(prev ? [[prev.id, { threadId: 't', depth: i - 1 }]] : []),
+                    messages: new Map(
+                      prev
+                        ? [[prev.id, { threadId: 't', depth: i - 1, jumpId: null, jumpDepth: 0 }]]
+                        : [],
+                    ),
                   });
                 }
               },

@@ -1,5 +1,6 @@
 import type { Store } from '@cairn/store';
 import {
+  Checksums,
   checksums,
   DUMP_TABLES,
   type DumpTable,
@@ -37,7 +38,8 @@ export interface CopyOptions {
  * Copies everything of `from` into `to` (empty, or holding an earlier interrupted copy):
  * whole threads in transactions of a batch, then leases and memories in batches; a thread
  * or memory the target has already is skipped, so re-running after a kill finishes the job
- * without duplicates. Then counts and checksums every table on both sides.
+ * without duplicates. Then counts and checksums every table on both sides: the source as
+ * read during the copy (every thread is read, those skipped too), the target read again.
  */
 export async function copyStore(
   from: Store,
@@ -54,28 +56,34 @@ export async function copyStore(
     options.onProgress?.(done, total);
   };
   tick(0);
+  const read = new Checksums();
   const writer = new ThreadWriter(to, true, options.batchThreads);
   for (const id of ids) {
-    if (!present.has(id)) {
-      const r = await from.exportThread(id);
-      if (r) await writer.add(r);
-    } else writer.skipped++;
+    const r = await from.exportThread(id);
+    if (r) {
+      read.addThread(r);
+      if (present.has(id)) writer.skipped++;
+      else await writer.add(r);
+    }
     tick(1);
   }
   await writer.flush();
   let leases = 0;
   for await (const page of pages((cursor) => from.listLeases({ limit: 1000, cursor }))) {
     await to.restoreLeases(page);
+    for (const l of page) read.tables.leases.add(l);
     leases += page.length;
   }
   const memories = { written: 0, skipped: 0 };
   for await (const page of pages((cursor) => from.scanMemories({ limit: 1000, cursor }))) {
+    for (const m of page) read.tables.memories.add(m);
     const n = await writeMemories(to, page, true);
     memories.written += n;
     memories.skipped += page.length - n;
     tick(page.length);
   }
-  const [a, b] = await Promise.all([checksums(from), checksums(to)]);
+  const a = read.tables;
+  const b = (await checksums(to)).tables;
   const verified = DUMP_TABLES.map((table) => {
     const source = { count: a[table].count, checksum: a[table].hex };
     const target = { count: b[table].count, checksum: b[table].hex };

@@ -432,25 +432,34 @@ function canonical(value: unknown, key = ''): string {
   return JSON.stringify(value ?? null);
 }
 
-/** Counts and checksums of every table of `store`. */
-export async function checksums(store: Store): Promise<Record<DumpTable, TableChecksum>> {
-  const sums = Object.fromEntries(DUMP_TABLES.map((t) => [t, new TableChecksum()])) as Record<
+/** A count and checksum per table, fed record by record. */
+export class Checksums {
+  readonly tables = Object.fromEntries(DUMP_TABLES.map((t) => [t, new TableChecksum()])) as Record<
     DumpTable,
     TableChecksum
   >;
+
+  addThread(r: ThreadRecords): void {
+    const t = this.tables;
+    t.threads.add(r.thread);
+    for (const m of r.messages) t.messages.add(m);
+    for (const b of r.branches) t.branches.add(b);
+    for (const c of r.checkpoints) t.checkpoints.add(c);
+    for (const c of r.stateCommits) t.stateCommits.add(c);
+    for (const x of r.turns) t.turns.add(x);
+  }
+}
+
+/** Counts and checksums of every table of `store`. */
+export async function checksums(store: Store): Promise<Checksums> {
+  const sums = new Checksums();
   for (const id of await threadIdsOldestFirst(store)) {
     const r = await store.exportThread(id);
-    if (!r) continue; // deleted meanwhile
-    sums.threads.add(r.thread);
-    for (const m of r.messages) sums.messages.add(m);
-    for (const b of r.branches) sums.branches.add(b);
-    for (const c of r.checkpoints) sums.checkpoints.add(c);
-    for (const c of r.stateCommits) sums.stateCommits.add(c);
-    for (const t of r.turns) sums.turns.add(t);
+    if (r) sums.addThread(r); // else deleted meanwhile
   }
   for await (const leases of pages((cursor) => store.listLeases({ limit: 1000, cursor })))
-    for (const l of leases) sums.leases.add(l);
+    for (const l of leases) sums.tables.leases.add(l);
   for await (const memories of pages((cursor) => store.scanMemories({ limit: 1000, cursor })))
-    for (const m of memories) sums.memories.add(m);
+    for (const m of memories) sums.tables.memories.add(m);
   return sums;
 }

@@ -1,4 +1,5 @@
 import { CairnError } from '@cairn/core';
+import { backfillJumps } from '@cairn/store/adapter';
 import { searchVector } from './keyword-index.js';
 import type { Queryable } from './queryable.js';
 
@@ -155,7 +156,31 @@ CREATE TABLE ${s}.embedding_cache (
 CREATE INDEX memories_search_len ON ${s}.memories (search_len);`,
     run: reindexKeywords,
   },
+  {
+    // An ancestor at any depth is O(log depth) jumps away, whatever the chain's length.
+    name: 'message jump pointers',
+    sql: (s) => `ALTER TABLE ${s}.messages ADD COLUMN jump_id text;
+ALTER TABLE ${s}.messages ADD COLUMN jump_depth integer NOT NULL DEFAULT 0;`,
+    run: backfillMessageJumps,
+  },
 ];
+
+/** Gives every stored message its jump pointer, a thread at a time. */
+async function backfillMessageJumps(q: Queryable, s: string): Promise<void> {
+  const threads = await q.query<{ t: string }>(`SELECT DISTINCT thread_id AS t FROM ${s}.messages`);
+  for (const { t } of threads.rows) {
+    const { rows } = await q.query<{ id: string; parentId: string | null; depth: number }>(
+      `SELECT id, parent_id AS "parentId", depth FROM ${s}.messages WHERE thread_id = $1 ORDER BY depth`,
+      [t],
+    );
+    const jumps = [...backfillJumps(rows)];
+    await q.query(
+      `UPDATE ${s}.messages m SET jump_id = u.jump_id, jump_depth = u.jump_depth
+       FROM unnest($1::text[], $2::text[], $3::int[]) AS u(id, jump_id, jump_depth) WHERE m.id = u.id`,
+      [jumps.map(([id]) => id), jumps.map(([, j]) => j.jumpId), jumps.map(([, j]) => j.jumpDepth)],
+    );
+  }
+}
 
 /** Rebuilds every memory's keyword index, in batches of a thousand. */
 async function reindexKeywords(q: Queryable, s: string): Promise<void> {

@@ -16,6 +16,7 @@ import type {
   LatestCommitConditions,
   MemoryRow,
   MessageBatchLookup,
+  MessageJump,
   StateCommitDraft,
   ThreadRow,
 } from '@cairn/store/adapter';
@@ -179,11 +180,17 @@ export class PostgresSession implements DriverSession {
     // Joins on unnest (one index probe per id) rather than `id = ANY(...)`, which a plan
     // made while the table was small turns into a scan of every row.
     const rows = await this.#rows(
-      `WITH th AS (
-         SELECT t.id FROM unnest($1::text[]) AS k(id) JOIN ${s}.threads t ON t.id = k.id FOR KEY SHARE OF t)
-       SELECT id, NULL AS thread_id, NULL::integer AS depth FROM th
+      `WITH RECURSIVE th AS (
+         SELECT t.id FROM unnest($1::text[]) AS k(id) JOIN ${s}.threads t ON t.id = k.id FOR KEY SHARE OF t),
+       spine AS (
+         SELECT m.id, m.thread_id, m.depth, m.jump_id, m.jump_depth
+         FROM unnest($2::text[]) AS k(id) JOIN ${s}.messages m ON m.id = k.id
+         UNION
+         SELECT m.id, m.thread_id, m.depth, m.jump_id, m.jump_depth
+         FROM spine p JOIN ${s}.messages m ON m.id = p.jump_id)
+       SELECT id, NULL AS thread_id, NULL::integer AS depth, NULL AS jump_id, NULL::integer AS jump_depth FROM th
        UNION ALL
-       SELECT m.id, m.thread_id, m.depth FROM unnest($2::text[]) AS k(id) JOIN ${s}.messages m ON m.id = k.id`,
+       SELECT id, thread_id, depth, jump_id, jump_depth FROM spine`,
       [ids.threadIds, ids.messageIds],
     );
     const found: MessageBatchLookup = { threadIds: new Set(), messages: new Map() };
@@ -193,17 +200,20 @@ export class PostgresSession implements DriverSession {
         found.messages.set(r.id as string, {
           threadId: r.thread_id as string,
           depth: r.depth as number,
+          jumpId: r.jump_id as string | null,
+          jumpDepth: r.jump_depth as number,
         });
     }
     return found;
   }
 
-  async insertMessages(messages: Message[]): Promise<void> {
+  async insertMessages(messages: Message[], jumps: MessageJump[]): Promise<void> {
     await this.#q.query(
-      `INSERT INTO ${this.#s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth)
-       SELECT id, thread_id, parent_id, role, type, data::jsonb, created_at, depth
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::int[])
-         AS u(id, thread_id, parent_id, role, type, data, created_at, depth)`,
+      `INSERT INTO ${this.#s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)
+       SELECT id, thread_id, parent_id, role, type, data::jsonb, created_at, depth, jump_id, jump_depth
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::int[],
+                   $9::text[], $10::int[])
+         AS u(id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)`,
       [
         messages.map((m) => m.id),
         messages.map((m) => m.threadId),
@@ -213,6 +223,8 @@ export class PostgresSession implements DriverSession {
         messages.map((m) => JSON.stringify(m.data)),
         messages.map((m) => m.createdAt),
         messages.map((m) => m.depth),
+        jumps.map((j) => j.jumpId),
+        jumps.map((j) => j.jumpDepth),
       ],
     );
   }
@@ -231,14 +243,21 @@ export class PostgresSession implements DriverSession {
 
   async getChain(headId: string, minDepth: number, maxDepth: number): Promise<Message[]> {
     const s = this.#s;
-    // From the head toward the root, stopping at the lowest depth wanted.
+    // Up to `maxDepth` by jump pointers (O(log depth) steps), then down parent links to
+    // `minDepth`: the cost is the answer's length, never the chain's.
     const rows = await this.#rows(
-      `WITH RECURSIVE chain AS (
-         SELECT ${MESSAGE.columns} FROM ${s}.messages WHERE id = $1
+      `WITH RECURSIVE up AS (
+         SELECT id, parent_id, depth, jump_id, jump_depth FROM ${s}.messages WHERE id = $1
+         UNION ALL
+         SELECT m.id, m.parent_id, m.depth, m.jump_id, m.jump_depth FROM up JOIN ${s}.messages m
+           ON m.id = CASE WHEN up.jump_depth >= $3 AND up.jump_id IS NOT NULL THEN up.jump_id ELSE up.parent_id END
+         WHERE up.depth > $3),
+       chain AS (
+         SELECT ${MESSAGE.columns} FROM ${s}.messages WHERE id = (SELECT id FROM up WHERE depth = $3)
          UNION ALL
          SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
          FROM ${s}.messages m JOIN chain c ON m.id = c.parent_id WHERE c.depth > $2)
-       SELECT ${MESSAGE.columns} FROM chain WHERE depth BETWEEN $2 AND $3 ORDER BY depth`,
+       SELECT ${MESSAGE.columns} FROM chain ORDER BY depth`,
       [headId, minDepth, maxDepth],
     );
     return rows.map(MESSAGE.decode);

@@ -83,27 +83,42 @@ export interface TestStoreKind {
 }
 
 /**
- * The Postgres store on an in-process PGlite, a new database for each `create`
- * (`@electric-sql/pglite` must be installed).
+ * A kind of store from `open`, which makes a store and says how to remove its data
+ * (`dispose`, run by `destroy` after the store is closed).
  */
-export function pgliteTestStore(): TestStoreKind {
-  const dbs = new Map<Store, { close(): Promise<void> }>();
+export function testStoreKind(
+  name: string,
+  open: () => Promise<{ store: Store; dispose: () => unknown }>,
+  skip: string | false = false,
+): TestStoreKind {
+  const disposers = new Map<Store, () => unknown>();
   return {
-    name: 'the Postgres store (PGlite)',
-    skip: false,
+    name,
+    skip,
     async create() {
-      const { PGlite } = await import('@electric-sql/pglite');
-      const db = new PGlite();
-      const store = await createPostgresStore({ client: db });
-      dbs.set(store, db);
+      const { store, dispose } = await open();
+      disposers.set(store, dispose);
       return store;
     },
     async destroy(store) {
       await store.close();
-      await dbs.get(store)?.close();
-      dbs.delete(store);
+      const dispose = disposers.get(store);
+      disposers.delete(store);
+      await dispose?.();
     },
   };
+}
+
+/**
+ * The Postgres store on an in-process PGlite, a new database for each `create`
+ * (`@electric-sql/pglite` must be installed).
+ */
+export function pgliteTestStore(): TestStoreKind {
+  return testStoreKind('the Postgres store (PGlite)', async () => {
+    const { PGlite } = await import('@electric-sql/pglite');
+    const db = new PGlite();
+    return { store: await createPostgresStore({ client: db }), dispose: () => db.close() };
+  });
 }
 
 /**
@@ -114,21 +129,15 @@ export async function postgresServerTestStore(
   label: string,
   prefix = 'cairn_test',
 ): Promise<TestStoreKind> {
-  const schemas = new Map<Store, string>();
-  return {
-    name: 'the Postgres store (server)',
-    skip: await postgresTestSkip(label),
-    async create() {
+  return testStoreKind(
+    'the Postgres store (server)',
+    async () => {
       const schema = freshSchema(prefix);
-      const store = await createPostgresStore({ connectionString: POSTGRES_TEST_URL }, { schema });
-      schemas.set(store, schema);
-      return store;
+      return {
+        store: await createPostgresStore({ connectionString: POSTGRES_TEST_URL }, { schema }),
+        dispose: () => dropSchema(schema),
+      };
     },
-    async destroy(store) {
-      await store.close();
-      const schema = schemas.get(store);
-      schemas.delete(store);
-      if (schema !== undefined) await dropSchema(schema);
-    },
-  };
+    await postgresTestSkip(label),
+  );
 }

@@ -100,6 +100,38 @@ describe('migrations on PGlite', () => {
     for (const st of stores) await st.close();
   });
 
+  it('gives messages stored before jump pointers the ones new messages get', async () => {
+    const s = freshSchema();
+    const store = await createPostgresStore({ client: db }, { schema: s });
+    const t = await store.createThread({});
+    // A chain of 300 with a fork at 100, stored with jump pointers by the current code.
+    await store.addMessages(
+      Array.from({ length: 360 }, (_, i) => ({
+        id: `m${i}`,
+        threadId: t.id,
+        parentId: i === 0 ? null : i === 300 ? 'm100' : `m${i - 1}`,
+        role: 'user',
+        data: i,
+      })),
+    );
+    const jumps = async () =>
+      (
+        await db.query<{ id: string; jump_id: string | null; jump_depth: number }>(
+          `SELECT id, jump_id, jump_depth FROM "${s}".messages ORDER BY id`,
+        )
+      ).rows;
+    const planned = await jumps();
+    // Back to the schema before them, then up again: the migration fills them in.
+    await db.exec(`ALTER TABLE "${s}".messages DROP COLUMN jump_id, DROP COLUMN jump_depth;
+      DELETE FROM "${s}".cairn_migrations WHERE version = ${SCHEMA_VERSION}`);
+    await store.migrate();
+    expect(await jumps()).toEqual(planned);
+    expect(new Set(planned.map((r) => r.jump_id)).size).toBeGreaterThan(50);
+    expect(await store.isAncestor('m100', 'm359')).toBe(true);
+    expect(await store.isAncestor('m101', 'm359')).toBe(false);
+    await store.close();
+  });
+
   it('refuses a newer schema (SCHEMA_TOO_NEW)', async () => {
     const s = freshSchema();
     const store = await createPostgresStore({ client: db }, { schema: s });

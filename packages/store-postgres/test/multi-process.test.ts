@@ -15,6 +15,32 @@ describeServer('several processes on one server', () => {
     await dropSchema(schema);
   });
 
+  it('lockBranch in another process waits for the holder, then gives up with TIMEOUT; free again once it commits', async () => {
+    const thread = await store.createThread({});
+    const [m] = await store.addMessages([
+      { threadId: thread.id, parentId: null, role: 'user', data: 'root' },
+    ]);
+    const branch = await store.createBranch({
+      threadId: thread.id,
+      name: 'main',
+      headMessageId: m!.id,
+    });
+    const other = (timeoutMs: number) =>
+      runFixture('lock-branch.mjs', [POSTGRES_URL, schema, branch.id, String(timeoutMs)]).then(
+        (out) => JSON.parse(out) as { outcome: string },
+      );
+    const whileHeld = await store.transaction(async (tx) => {
+      await tx.lockBranch(branch.id);
+      const r = await other(300);
+      // The holder still writes and commits after the other process gave up.
+      await tx.appendStateCommit({ branchId: branch.id, messageId: m!.id, update: { n: 1 } }, 0);
+      return r;
+    });
+    expect(whileHeld.outcome).toBe('TIMEOUT');
+    expect((await store.getStateCommits(branch.id)).map((c) => c.update)).toEqual([{ n: 1 }]);
+    expect((await other(5_000)).outcome).toBe('locked');
+  }, 60_000);
+
   it('4 processes x 250 state commits on one branch, retrying on CONFLICT: versions 1..1000, none lost or doubled', async () => {
     const thread = await store.createThread({});
     const branch = await store.createBranch({

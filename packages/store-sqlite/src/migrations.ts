@@ -1,11 +1,15 @@
 import { CairnError } from '@cairn/core';
+import { backfillJumps } from '@cairn/store/adapter';
 import type { SqliteDatabase } from './sqlite-driver.js';
+
+/** A step: SQL, or SQL and then work SQL cannot do. */
+type Migration = string | { sql: string; run: (db: SqliteDatabase) => void };
 
 /**
  * The schema, as append-only numbered steps: the position in the list is the version
  * (the first is version 1). Never edit or reorder a step that has shipped; add one.
  */
-export const MIGRATIONS: readonly string[] = [
+export const MIGRATIONS: readonly Migration[] = [
   // 1: conversations
   `
   CREATE TABLE cairn_threads (
@@ -144,7 +148,30 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (embedder_id, content_hash)
   ) WITHOUT ROWID;
   `,
+  // 3: jump pointers, so that an ancestor at any depth is O(log depth) steps away
+  {
+    sql: `
+  ALTER TABLE cairn_messages ADD COLUMN jump_id TEXT;
+  ALTER TABLE cairn_messages ADD COLUMN jump_depth INTEGER NOT NULL DEFAULT 0;
+  `,
+    run: backfillMessageJumps,
+  },
 ];
+
+/** Gives every stored message its jump pointer, a thread at a time. */
+function backfillMessageJumps(db: SqliteDatabase): void {
+  const threads = db.prepare('SELECT DISTINCT thread_id AS t FROM cairn_messages').all() as Array<{
+    t: string;
+  }>;
+  const read = db.prepare(
+    'SELECT id, parent_id AS parentId, depth FROM cairn_messages WHERE thread_id = ? ORDER BY depth',
+  );
+  const write = db.prepare('UPDATE cairn_messages SET jump_id = ?, jump_depth = ? WHERE id = ?');
+  for (const { t } of threads) {
+    const rows = read.all(t) as Array<{ id: string; parentId: string | null; depth: number }>;
+    for (const [id, j] of backfillJumps(rows)) write.run(j.jumpId, j.jumpDepth, id);
+  }
+}
 
 /** The version this code writes: the number of migrations it knows. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -185,7 +212,9 @@ export function runMigrations(db: SqliteDatabase, target: number = SCHEMA_VERSIO
     if (current > SCHEMA_VERSION) throw schemaTooNew(current);
     const record = db.prepare('INSERT INTO cairn_migrations (version, applied_at) VALUES (?, ?)');
     for (let v = current + 1; v <= target; v++) {
-      db.exec(MIGRATIONS[v - 1]!);
+      const m = MIGRATIONS[v - 1]!;
+      db.exec(typeof m === 'string' ? m : m.sql);
+      if (typeof m !== 'string') m.run(db);
       record.run(v, Date.now());
     }
     db.exec('COMMIT');

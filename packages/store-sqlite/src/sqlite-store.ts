@@ -18,6 +18,7 @@ import type {
   LatestCommitConditions,
   MemoryRow,
   MessageBatchLookup,
+  MessageJump,
   SessionOptions,
   StateCommitDraft,
   ThreadRow,
@@ -223,21 +224,47 @@ class SqliteSession implements DriverSession {
   lookupMessageBatch(ids: { threadIds: string[]; messageIds: string[] }): MessageBatchLookup {
     // One primary-key probe per id: far cheaper than a json_each list for the few ids of a call.
     const thread = this.#c.rows('SELECT 1 FROM cairn_threads WHERE id = ?');
-    const message = this.#c.rows('SELECT thread_id, depth FROM cairn_messages WHERE id = ?');
-    const messages = new Map<string, { threadId: string; depth: number }>();
-    for (const id of ids.messageIds) {
-      const r = message.get(id) as Row | undefined;
-      if (r) messages.set(id, { threadId: r[0] as string, depth: r[1] as number });
+    const message = this.#c.rows(
+      'SELECT thread_id, depth, jump_id, jump_depth FROM cairn_messages WHERE id = ?',
+    );
+    const messages: MessageBatchLookup['messages'] = new Map();
+    for (let id of ids.messageIds) {
+      // The message, then its jump spine (O(log depth) probes, shared spines read once).
+      for (let r = message.get(id) as Row | undefined; r && !messages.has(id); ) {
+        const jumpId = r[2] as string | null;
+        messages.set(id, {
+          threadId: r[0] as string,
+          depth: r[1] as number,
+          jumpId,
+          jumpDepth: r[3] as number,
+        });
+        if (jumpId === null) break;
+        id = jumpId;
+        r = message.get(id) as Row | undefined;
+      }
     }
     return { threadIds: new Set(ids.threadIds.filter((id) => thread.get(id))), messages };
   }
 
-  insertMessages(messages: Message[]): void {
+  insertMessages(messages: Message[], jumps: MessageJump[]): void {
     const insert = this.#c.sql(
-      `INSERT INTO cairn_messages (${MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO cairn_messages (${MESSAGE_COLUMNS}, jump_id, jump_depth) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
-    for (const m of messages) {
-      insert.run(m.id, m.threadId, m.parentId, m.role, m.type, json(m.data), m.createdAt, m.depth);
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i]!;
+      const j = jumps[i]!;
+      insert.run(
+        m.id,
+        m.threadId,
+        m.parentId,
+        m.role,
+        m.type,
+        json(m.data),
+        m.createdAt,
+        m.depth,
+        j.jumpId,
+        j.jumpDepth,
+      );
     }
   }
 
@@ -255,22 +282,29 @@ class SqliteSession implements DriverSession {
   }
 
   getChain(headId: string, minDepth: number, maxDepth: number): Message[] {
-    // Walks parent links from the head and stops at `minDepth`: a page near the head costs
-    // its own length, never the chain's.
+    // Up to `maxDepth` by jump pointers (O(log depth) steps), then down parent links to
+    // `minDepth`: the cost is the answer's length, never the chain's.
     const rows = this.#c
       .rows(
-        `WITH RECURSIVE chain (id, thread_id, parent_id, role, type, data, created_at, depth) AS (
-           SELECT ${MESSAGE_COLUMNS} FROM cairn_messages WHERE id = ?
+        `WITH RECURSIVE up (id, parent_id, depth, jump_id, jump_depth) AS (
+           SELECT id, parent_id, depth, jump_id, jump_depth FROM cairn_messages WHERE id = @head
+           UNION ALL
+           SELECT m.id, m.parent_id, m.depth, m.jump_id, m.jump_depth FROM up JOIN cairn_messages m
+             ON m.id = CASE WHEN up.jump_depth >= @max AND up.jump_id IS NOT NULL THEN up.jump_id ELSE up.parent_id END
+            WHERE up.depth > @max
+         ),
+         chain (id, thread_id, parent_id, role, type, data, created_at, depth) AS (
+           SELECT ${MESSAGE_COLUMNS} FROM cairn_messages WHERE id = (SELECT id FROM up WHERE depth = @max)
            UNION ALL
            SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
              FROM chain c JOIN cairn_messages m ON m.id = c.parent_id
-            WHERE c.depth > ?
+            WHERE c.depth > @min
          )
-         SELECT ${MESSAGE_COLUMNS} FROM chain WHERE depth <= ?`,
+         SELECT ${MESSAGE_COLUMNS} FROM chain`,
       )
-      .all(headId, minDepth, maxDepth) as Row[];
+      .all({ head: headId, min: minDepth, max: maxDepth }) as Row[];
     const out = new Array<Message>(rows.length);
-    // The walk yields head first; depths make root-first order without a sort.
+    // The walk yields the deepest first; depths make root-first order without a sort.
     for (let i = 0, n = rows.length; i < n; i++) out[n - 1 - i] = messageFromRow(rows[i]!);
     return out;
   }

@@ -69,6 +69,56 @@ describe('migrations', () => {
     check.close();
   });
 
+  it('gives messages stored before version 3 the jump pointers new ones get', async () => {
+    // The same tree (a chain of 300 with a fork at 100) stored by a version-2 file and
+    // by the current code: after the upgrade both hold the same pointers.
+    const tree = Array.from({ length: 360 }, (_, i) => ({
+      id: `m${i}`,
+      parentId: i === 0 ? null : i === 300 ? 'm100' : `m${i - 1}`,
+    }));
+    const path = join(dir, `${newId()}.db`);
+    const old = new Database(path);
+    runMigrations(old, 2);
+    old.exec(
+      "INSERT INTO cairn_threads (id, resource_id, title, metadata, created_at, updated_at) VALUES ('t1', NULL, NULL, '{}', 1, 1)",
+    );
+    const insert = old.prepare(
+      "INSERT INTO cairn_messages (id, thread_id, parent_id, role, type, data, created_at, depth) VALUES (?, 't1', ?, 'user', NULL, '0', 1, ?)",
+    );
+    const depth = new Map<string, number>();
+    old.transaction(() => {
+      for (const m of tree) {
+        const d = m.parentId === null ? 0 : depth.get(m.parentId)! + 1;
+        depth.set(m.id, d);
+        insert.run(m.id, m.parentId, d);
+      }
+    })();
+    old.close();
+    const upgraded = createSqliteStore({ path });
+    const freshPath = join(dir, `${newId()}.db`);
+    const fresh = createSqliteStore({ path: freshPath });
+    await fresh.createThread({ id: 't1' });
+    await fresh.addMessages(tree.map((m) => ({ ...m, threadId: 't1', role: 'user', data: 0 })));
+    expect(await upgraded.isAncestor('m100', 'm359')).toBe(true);
+    expect(await upgraded.isAncestor('m101', 'm359')).toBe(false);
+    expect(
+      (await upgraded.getChain('m359', { limit: 2, beforeDepth: 51 })).map((m) => m.id),
+    ).toEqual(['m49', 'm50']);
+    await Promise.all([upgraded.close(), fresh.close()]);
+    const jumps = (file: string) => {
+      const db = new Database(file, { readonly: true });
+      const rows = db
+        .prepare('SELECT id, jump_id, jump_depth FROM cairn_messages ORDER BY id')
+        .all();
+      db.close();
+      return rows;
+    };
+    expect(jumps(path)).toEqual(jumps(freshPath));
+    expect(
+      new Set(jumps(path).map((r) => (r as { jump_id: unknown }).jump_id)).size,
+    ).toBeGreaterThan(50);
+  });
+
   it('adds its tables to a file that holds other tables', async () => {
     const path = join(dir, `${newId()}.db`);
     const other = new Database(path);

@@ -10,6 +10,8 @@ export type {
   MaybePromise,
   MemoryRow,
   MessageBatchLookup,
+  MessageJump,
+  MessageLink,
   SessionOptions,
   StateCommitDraft,
   ThreadRow,
@@ -26,4 +28,4 @@ export {
   STOP_WORDS,
   searchTerms,
 } from './memory-search.js';
-export { decodeCursor, encodeCursor } from './validate.js';
+export { backfillJumps, decodeCursor, encodeCursor } from './validate.js';

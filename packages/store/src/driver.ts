@@ -58,12 +58,35 @@ export interface KeywordCandidate extends MemoryRow {
   relevance: number;
 }
 
+/**
+ * A message's jump pointer: an ancestor that walks toward the root may leap to instead
+ * of the parent. The front door chooses it when the message is added (skew-binary jump
+ * pointers, see `planMessageBatch`), so that the ancestor of any message at any depth is
+ * reached in O(log depth) steps: from a message above depth `t`, step to the jump when
+ * `jumpDepth >= t`, otherwise to the parent. A root has `jumpId: null` (`jumpDepth` 0).
+ * A driver stores both with the message and follows them in `getChain`.
+ */
+export interface MessageJump {
+  jumpId: string | null;
+  jumpDepth: number;
+}
+
+/** A stored message's place in its thread's tree, as `lookupMessageBatch` reports it. */
+export interface MessageLink extends MessageJump {
+  threadId: string;
+  depth: number;
+}
+
 /** What `DriverSession.lookupMessageBatch` is asked for and returns. */
 export interface MessageBatchLookup {
   /** The batch's threads that exist. */
   threadIds: Set<string>;
-  /** The stored messages among the ids asked for (the batch's ids and its parents). */
-  messages: Map<string, { threadId: string; depth: number }>;
+  /**
+   * The stored messages among the ids asked for (the batch's ids and its parents) and
+   * every message reached from them by following `jumpId` (O(log depth) more per id):
+   * the new messages' jump pointers are chosen among these.
+   */
+  messages: Map<string, MessageLink>;
 }
 
 /** The state commit to append, as `DriverSession.appendStateCommit` receives it. */
@@ -134,17 +157,19 @@ export interface DriverSession {
   }): MaybePromise<MessageBatchLookup>;
   /**
    * Inserts messages already planned (ids free, parents present, depths computed), in
-   * order. Stored messages are immutable.
+   * order, each with its jump pointer (`jumps[i]` is `messages[i]`'s). Stored messages
+   * are immutable.
    */
-  insertMessages(messages: Message[]): MaybePromise<void>;
+  insertMessages(messages: Message[], jumps: MessageJump[]): MaybePromise<void>;
   getMessage(id: string): MaybePromise<Message | null>;
   /** Every message of the thread, by depth then id (binary order, e.g. `COLLATE "C"`). */
   listMessages(threadId: string): MaybePromise<Message[]>;
   /**
    * The ancestors of `headId` (itself included) whose depth is in
    * `[minDepth, maxDepth]`, root first. The front door has checked that the head exists
-   * and that `0 <= minDepth <= maxDepth <= head.depth`. Cost should follow the length of
-   * the answer, not of the whole chain.
+   * and that `0 <= minDepth <= maxDepth <= head.depth`. Cost must follow the length of
+   * the answer plus O(log depth), not the length of the chain: reach `maxDepth` through
+   * the jump pointers (see `MessageJump`), then walk parents down to `minDepth`.
    */
   getChain(headId: string, minDepth: number, maxDepth: number): MaybePromise<Message[]>;
 

@@ -296,10 +296,10 @@ class FrontDoor implements Store {
     return this.#write(async (s, touch) => {
       const known = await s.lookupMessageBatch(messageBatchLookups(drafts));
       const planned = planMessageBatch(drafts, known);
-      await s.insertMessages(planned);
-      for (const threadId of new Set(planned.map((m) => m.threadId)))
+      await s.insertMessages(planned.messages, planned.jumps);
+      for (const threadId of new Set(drafts.map((m) => m.threadId)))
         touch({ threadId, kind: 'messages' });
-      return planned;
+      return planned.messages;
     });
   }
 
@@ -320,6 +320,22 @@ class FrontDoor implements Store {
       if (top < 0) return [];
       const bottom = limit === undefined ? 0 : Math.max(0, top - limit + 1);
       return s.getChain(headId, bottom, top);
+    });
+  }
+
+  async isAncestor(ancestorId: string, descendantId: string): Promise<boolean> {
+    this.#open();
+    checkId(ancestorId, 'ancestor id');
+    checkId(descendantId, 'descendant id');
+    return this.#read(async (s) => {
+      const a = await s.getMessage(ancestorId);
+      if (!a) throw notFound('message', ancestorId);
+      if (ancestorId === descendantId) return true;
+      const d = await s.getMessage(descendantId);
+      if (!d) throw notFound('message', descendantId);
+      if (d.threadId !== a.threadId || d.depth <= a.depth) return false;
+      const [at] = await s.getChain(descendantId, a.depth, a.depth);
+      return at?.id === ancestorId;
     });
   }
 
@@ -794,7 +810,8 @@ class FrontDoor implements Store {
       if (!(await s.insertThread(r.thread)))
         throw conflict(`thread ${show(threadId)} already exists`, { id: threadId });
       const known = await s.lookupMessageBatch(messageBatchLookups(r.messages));
-      await s.insertMessages(planMessageBatch(r.messages, known));
+      const planned = planMessageBatch(r.messages, known);
+      await s.insertMessages(planned.messages, planned.jumps);
       for (const b of r.branches) {
         if (!(await s.insertBranch(b)))
           throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });

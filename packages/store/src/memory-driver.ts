@@ -14,6 +14,8 @@ import type {
   KeywordCandidate,
   MemoryRow,
   MessageBatchLookup,
+  MessageJump,
+  MessageLink,
   SessionOptions,
   StateCommitDraft,
   ThreadRow,
@@ -99,6 +101,7 @@ class MemoryDriver implements Driver, DriverSession {
   #seq = 0;
   readonly #threads = new Table<Seq<Thread>>(this.#journal);
   readonly #messages = new Table<Message>(this.#journal);
+  readonly #jumps = new Table<MessageJump>(this.#journal);
   readonly #branches = new Table<Branch>(this.#journal);
   readonly #checkpoints = new Table<Seq<Checkpoint>>(this.#journal);
   readonly #commits = new Table<StateCommit[]>(this.#journal);
@@ -175,7 +178,10 @@ class MemoryDriver implements Driver, DriverSession {
   deleteThread(id: string): boolean {
     if (!this.#threads.delete(id)) return false;
     for (const m of [...this.#messages.values()])
-      if (m.threadId === id) this.#messages.delete(m.id);
+      if (m.threadId === id) {
+        this.#messages.delete(m.id);
+        this.#jumps.delete(m.id);
+      }
     for (const b of [...this.#branches.values()]) {
       if (b.threadId !== id) continue;
       this.#branches.delete(b.id);
@@ -190,15 +196,23 @@ class MemoryDriver implements Driver, DriverSession {
   // ---------------------------------------------------------------- messages
 
   lookupMessageBatch(ids: { threadIds: string[]; messageIds: string[] }): MessageBatchLookup {
-    const messages = new Map<string, { threadId: string; depth: number }>();
-    for (const id of ids.messageIds) {
-      const m = this.#messages.get(id);
-      if (m) messages.set(id, { threadId: m.threadId, depth: m.depth });
+    const messages = new Map<string, MessageLink>();
+    for (let id of ids.messageIds) {
+      // The message, then its jump spine.
+      for (let m = this.#messages.get(id); m && !messages.has(id); m = this.#messages.get(id)) {
+        const jump = this.#jumps.get(id)!;
+        messages.set(id, { threadId: m.threadId, depth: m.depth, ...jump });
+        if (jump.jumpId === null) break;
+        id = jump.jumpId;
+      }
     }
     return { threadIds: new Set(ids.threadIds.filter((id) => this.#threads.get(id))), messages };
   }
-  insertMessages(messages: Message[]): void {
-    for (const m of messages) this.#messages.set(m.id, copy(m));
+  insertMessages(messages: Message[], jumps: MessageJump[]): void {
+    messages.forEach((m, i) => {
+      this.#messages.set(m.id, copy(m));
+      this.#jumps.set(m.id, { ...jumps[i]! });
+    });
   }
   getMessage(id: string): Message | null {
     const m = this.#messages.get(id);
@@ -211,12 +225,20 @@ class MemoryDriver implements Driver, DriverSession {
       .map(copy);
   }
   getChain(headId: string, minDepth: number, maxDepth: number): Message[] {
-    const out: Message[] = [];
     let m = this.#messages.get(headId);
-    while (m && m.depth >= minDepth) {
-      if (m.depth <= maxDepth) out.push(copy(m));
-      m = m.parentId === null ? undefined : this.#messages.get(m.parentId);
+    // Jumps (or parent steps) up to maxDepth, then parent steps down to minDepth.
+    while (m && m.depth > maxDepth) {
+      const { jumpId, jumpDepth } = this.#jumps.get(m.id)!;
+      const next = jumpId !== null && jumpDepth >= maxDepth ? jumpId : m.parentId;
+      m = next === null ? undefined : this.#messages.get(next);
     }
+    const out: Message[] = [];
+    for (
+      ;
+      m && m.depth >= minDepth;
+      m = m.parentId === null ? undefined : this.#messages.get(m.parentId)
+    )
+      out.push(copy(m));
     return out.reverse();
   }
 

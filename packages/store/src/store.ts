@@ -276,8 +276,23 @@ export interface Store {
   /** Stores a batch atomically: all of it or, on any error, none. Returns them with depths. */
   addMessages(messages: NewMessage[]): Promise<Message[]>;
   getMessage(id: string): Promise<Message | null>;
-  /** The chain from the root to `headId`, root first; with `limit`, the part nearest the head. */
+  /**
+   * The chain from the root to `headId`, root first; with `limit`, the part nearest the
+   * head. Costs the length of the answer plus O(log depth): a page or one message deep
+   * in a long chain is as quick as one near the head.
+   */
   getChain(headId: string, options?: ChainOptions): Promise<Message[]>;
+  /**
+   * Whether `ancestorId` is on the chain from the root to `descendantId` (a message is
+   * its own ancestor). Costs O(log depth) whatever the chain's length or the number of
+   * branches; `NOT_FOUND` when either message is missing.
+   *
+   * @example
+   * ```ts
+   * if (await store.isAncestor(messageId, branch.headMessageId!)) console.log('on the branch');
+   * ```
+   */
+  isAncestor(ancestorId: string, descendantId: string): Promise<boolean>;
 
   // branches
   createBranch(input: NewBranch): Promise<Branch>;

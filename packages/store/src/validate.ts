@@ -23,6 +23,7 @@ import {
   type Turn,
   textProblem,
 } from '@cairn/core';
+import type { MessageJump, MessageLink } from './driver.js';
 import type {
   AcquireLeaseInput,
   ChainOptions,
@@ -260,18 +261,21 @@ export function messageBatchLookups(drafts: MessageDraft[]): {
 }
 
 /**
- * Checks a batch against what is stored and computes depths. `known.threadIds` holds the
- * batch's threads that exist; `known.messages` the stored messages among
- * `messageBatchLookups(drafts).messageIds`. A parent must be stored or come earlier in
- * the batch (NOT_FOUND otherwise), in the same thread (INVALID_ARGUMENT); an id already
- * stored in any thread is CONFLICT.
+ * Checks a batch against what is stored and computes depths and jump pointers.
+ * `known.threadIds` holds the batch's threads that exist; `known.messages` the stored
+ * messages among `messageBatchLookups(drafts).messageIds` and their jump spines (see
+ * `MessageBatchLookup`). A parent must be stored or come earlier in the batch (NOT_FOUND
+ * otherwise), in the same thread (INVALID_ARGUMENT); an id already stored in any thread
+ * is CONFLICT. `jumps[i]` is `messages[i]`'s jump pointer.
  */
 export function planMessageBatch(
   drafts: MessageDraft[],
-  known: { threadIds: Set<string>; messages: Map<string, { threadId: string; depth: number }> },
-): Message[] {
-  const inBatch = new Map<string, { threadId: string; depth: number }>();
-  return drafts.map((d, i) => {
+  known: { threadIds: Set<string>; messages: Map<string, MessageLink> },
+): { messages: Message[]; jumps: MessageJump[] } {
+  const inBatch = new Map<string, MessageLink>();
+  const link = (id: string): MessageLink | undefined => inBatch.get(id) ?? known.messages.get(id);
+  const jumps = new Array<MessageJump>(drafts.length);
+  drafts.forEach((d, i) => {
     if (!known.threadIds.has(d.threadId)) {
       throw new CairnError('NOT_FOUND', `${batchLabel(i)}: thread ${show(d.threadId)} not found`, {
         details: { threadId: d.threadId },
@@ -285,8 +289,9 @@ export function planMessageBatch(
       );
     }
     let depth = 0;
+    let jump: MessageJump = { jumpId: null, jumpDepth: 0 };
     if (d.parentId !== null) {
-      const parent = inBatch.get(d.parentId) ?? known.messages.get(d.parentId);
+      const parent = link(d.parentId);
       if (!parent) {
         throw new CairnError(
           'NOT_FOUND',
@@ -305,11 +310,55 @@ export function planMessageBatch(
         );
       }
       depth = parent.depth + 1;
+      jump = childJump(d.parentId, parent, link);
     }
     d.depth = depth;
-    inBatch.set(d.id, d);
-    return d;
+    jumps[i] = jump;
+    inBatch.set(d.id, { threadId: d.threadId, depth, ...jump });
   });
+  return { messages: drafts, jumps };
+}
+
+/**
+ * The jump pointer of a new child of `parent` (skew-binary jump pointers, E. W. Myers,
+ * "An applicative random-access stack", 1983): the parent's jump's jump when the
+ * parent's two jumps span equal distances, otherwise the parent. Every message on a
+ * chain is then O(log depth) jumps and parent steps away from any of its descendants.
+ * A jump not in `link` (never the case for a driver that returns jump spines) falls
+ * back to the parent, which is slower but still correct.
+ */
+function childJump(
+  parentId: string,
+  parent: MessageLink,
+  link: (id: string) => MessageLink | undefined,
+): MessageJump {
+  const j = parent.jumpId === null ? undefined : link(parent.jumpId);
+  if (j && j.jumpId !== null && parent.depth - parent.jumpDepth === parent.jumpDepth - j.jumpDepth)
+    return { jumpId: j.jumpId, jumpDepth: j.jumpDepth };
+  return { jumpId: parentId, jumpDepth: parent.depth };
+}
+
+/**
+ * Jump pointers for messages stored without them (a database older than jump
+ * pointers), for a migration: `messages` must list every message of a thread, parents
+ * before children (e.g. by depth). Returns each one's jump, as `planMessageBatch` would
+ * have chosen it.
+ */
+export function backfillJumps(
+  messages: Iterable<{ id: string; parentId: string | null; depth: number }>,
+): Map<string, MessageJump> {
+  const links = new Map<string, MessageLink>();
+  const out = new Map<string, MessageJump>();
+  for (const m of messages) {
+    const parent = m.parentId === null ? undefined : links.get(m.parentId);
+    const jump: MessageJump =
+      m.parentId === null || !parent
+        ? { jumpId: null, jumpDepth: 0 }
+        : childJump(m.parentId, parent, (id) => links.get(id));
+    links.set(m.id, { threadId: '', depth: m.depth, ...jump });
+    out.set(m.id, jump);
+  }
+  return out;
 }
 
 export function checkNewBranch(

@@ -129,12 +129,9 @@ export function wantsSnapshot(
   return bytes >= p.minBytes && bytes > loaded.snapshotBytes * p.bytesRatio;
 }
 
-/** Whether `m` is on the chain that ends at `headId` (the head itself included). */
+/** Whether `m` is on the chain that ends at `headId` (the head itself included). O(log depth). */
 export async function isOnChain(store: Store, headId: string | null, m: Message): Promise<boolean> {
-  if (headId === null) return false;
-  if (headId === m.id) return true;
-  const [at] = await store.getChain(headId, { limit: 1, beforeDepth: m.depth + 1 });
-  return at?.id === m.id;
+  return headId !== null && store.isAncestor(m.id, headId);
 }
 
 /**

@@ -852,15 +852,18 @@ export class CairnThread<S extends StateSchema<any>> {
     return readLineageState(this.#store, this.#schema, branch, depth);
   }
 
-  /** The state as of `m`, wherever it is: on the active lineage, or on another branch's. */
-  async #stateAsOf(m: Message | null): Promise<JsonObject> {
-    if (m === null) return this.#initial();
+  /**
+   * The state as of `m`, wherever it is: on the active lineage, or on another branch's;
+   * with the branch whose lineage holds it (the active one when `m` is null).
+   */
+  async #stateAsOf(m: Message | null): Promise<{ state: JsonObject; branch: Branch }> {
     const active = (await this.#store.getBranchById(this.#branch.id)) ?? this.#branch;
+    if (m === null) return { state: this.#initial(), branch: active };
     if (await this.#onChain(active.headMessageId, m))
-      return (await this.#stateOnLineage(active, m.depth)).state;
+      return { state: (await this.#stateOnLineage(active, m.depth)).state, branch: active };
     for (const b of await this.#store.listBranches(this.#record.id)) {
       if (b.id !== active.id && (await this.#onChain(b.headMessageId, m)))
-        return (await this.#stateOnLineage(b, m.depth)).state;
+        return { state: (await this.#stateOnLineage(b, m.depth)).state, branch: b };
     }
     throw new CairnError(
       'NOT_FOUND',
@@ -874,7 +877,9 @@ export class CairnThread<S extends StateSchema<any>> {
    * version 1, in one transaction. A name taken meanwhile (CONFLICT) takes the next number.
    */
   async #fork(at: Message | null, options: { activate: boolean }): Promise<Branch> {
-    const forkState = await this.#stateAsOf(at);
+    // The new branch's parent is the branch `at` was found on, so that its lineage (the
+    // state before its fork) runs through branches that hold `at`.
+    const { state: forkState, branch: source } = await this.#stateAsOf(at);
     const from = this.#branch;
     const taken = new Set((await this.#store.listBranches(this.#record.id)).map((b) => b.name));
     let k = forkBranchNumber(from.name, [...taken]);
@@ -890,7 +895,7 @@ export class CairnThread<S extends StateSchema<any>> {
               threadId: this.#record.id,
               name,
               headMessageId: at?.id ?? null,
-              parentBranchId: from.id,
+              parentBranchId: source.id,
               activate: options.activate,
             });
             await tx.appendStateCommit(

@@ -669,6 +669,28 @@ export function describeThreadEngine(s: TestStoreKind): void {
         expect(t.state.objective).toBe('side');
       });
 
+      it('a branch forked from another branch reads, before its fork, the lineage that holds its fork', async () => {
+        const t = await open();
+        const [m1] = await say(t, 'm1');
+        await t.update({ objective: 'a' });
+        await say(t, 'm2');
+        await t.rewind(m1!.id); // main-v2: objective 'a' as of m1
+        await t.update({ objective: 'b' });
+        const [s2] = await say(t, 's2');
+        await t.update({ objective: 'c' });
+        const [s3] = await say(t, 's3');
+        await t.switchBranch('main');
+        // From main, to a message only main-v2 holds: the new branch's past is main-v2's.
+        const v3 = await t.rewind(s3!.id);
+        expect(v3.parentBranchId).toBe((await store.getBranch(t.id, 'main-v2'))!.id);
+        expect(await t.stateAt(s3!.id)).toMatchObject({ objective: 'c' });
+        expect(await t.stateAt(s2!.id)).toMatchObject({ objective: 'c' });
+        expect(await t.stateAt(m1!.id)).toMatchObject({ objective: 'b' });
+        expect(await stateAsOf(store, Research, { branchId: v3.id, messageId: s2!.id })).toEqual(
+          await t.stateAt(s2!.id),
+        );
+      });
+
       it('commits store the update; snapshots come from the size-aware policy, and reading replays a bounded tail', async () => {
         const t = await open({ snapshotPolicy: { maxCommits: 5 } });
         for (let i = 0; i < 23; i++) await t.update({ keyInsights: [`i${i}`] });

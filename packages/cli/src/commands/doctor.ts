@@ -93,8 +93,8 @@ async function sizes(raw: RawReader): Promise<DoctorReport['tables']> {
 /** Looks the database over, writing nothing. */
 export async function diagnose(t: Target): Promise<DoctorReport> {
   const p = await probe(t);
-  if (p.version === 0) await check(t, 'current'); // not a Cairn database: its one line
-  if (p.version > p.latest) await check(t, 'current');
+  // Not a Cairn database, or a newer one: `check` says so in its one line.
+  if (p.version === 0 || p.version > p.latest) await check(t, 'current');
   const pending = Array.from({ length: p.latest - p.version }, (_, i) => p.version + i + 1);
   const raw = await openRaw(t);
   const problems: string[] = [];

@@ -7,6 +7,7 @@ import { describeEmbeddingSpace } from './specs/embedding-space.js';
 import { describeKeywordSearch } from './specs/keyword-search.js';
 import { describeLeases } from './specs/leases.js';
 import { describeLifecycle } from './specs/lifecycle.js';
+import { describeLineage } from './specs/lineage.js';
 import { describeMemories } from './specs/memories.js';
 import { describeMessages } from './specs/messages.js';
 import { describeNotifications } from './specs/notifications.js';
@@ -27,6 +28,7 @@ export { Rng } from './helpers.js';
 const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeThreads,
   describeMessages,
+  describeLineage,
   describeBranches,
   describeCheckpoints,
   describeStateCommits,
