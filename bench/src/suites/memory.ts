@@ -1,5 +1,6 @@
 import { createMemory, type Embedder, hashingEmbedder, type RecallMode } from '@cairn/memory';
-import { keywordTokens, type NewMemory, type Store } from '@cairn/store';
+import type { NewMemory, Store } from '@cairn/store';
+import { keywordTokens } from '@cairn/store/adapter';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import {
   type LabelledQuery,

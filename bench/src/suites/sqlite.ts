@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@cairn/core';
-import { type MemoryHit, normalizeNewMessages, planMessageBatch, type Store } from '@cairn/store';
+import type { MemoryHit, Store } from '@cairn/store';
+import { normalizeNewMessages, planMessageBatch } from '@cairn/store/adapter';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import Database from 'better-sqlite3';
 import {

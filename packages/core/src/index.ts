@@ -20,6 +20,7 @@ export {
   textProblem,
   toJson,
 } from './json.js';
+export { AsyncLock } from './lock.js';
 export * from './model.js';
 export type {
   ComposeMessage,

@@ -1,5 +1,5 @@
-import type { StateCommit } from '@cairn/core';
 import {
+  AsyncLock,
   CairnError,
   invalidArgument,
   isCairnError,
@@ -8,8 +8,9 @@ import {
   jsonEqual,
   MAX_NAME_LENGTH,
   newId,
+  type StateCommit,
 } from '@cairn/core';
-import { AsyncLock, type NewMessage, type Store } from '@cairn/store';
+import type { NewMessage, Store } from '@cairn/store';
 import type { RunnableConfig } from '@langchain/core/runnables';
 import {
   BaseCheckpointSaver,

@@ -1,4 +1,5 @@
 import {
+  AsyncLock,
   CairnError,
   invalidArgument,
   isCairnError,
@@ -13,7 +14,6 @@ import {
   type Viewer,
 } from '@cairn/core';
 import {
-  AsyncLock,
   contentHash,
   cosineSimilarity,
   type MemoryFilter,

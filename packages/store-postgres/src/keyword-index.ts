@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { keywordTokens } from '@cairn/store';
+import { keywordTokens } from '@cairn/store/adapter';
 
 // Keyword search tokenizes in JavaScript with the tokenizer every store shares, so
 // Postgres neither stems nor drops stop words of its own: the `search` tsvector holds

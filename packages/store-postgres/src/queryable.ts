@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { AsyncLock } from '@cairn/store';
+import { AsyncLock } from '@cairn/core';
 
 export type Row = Record<string, unknown>;
 

@@ -1,9 +1,8 @@
 import { realpathSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CairnError, isCairnError, unavailable } from '@cairn/core';
+import { AsyncLock, CairnError, isCairnError, unavailable } from '@cairn/core';
 import type { StoreChange } from '@cairn/store';
-import { AsyncLock } from '@cairn/store/adapter';
 import Database from 'better-sqlite3';
 import * as sqliteVec from 'sqlite-vec';
 import { readSchemaVersion, runMigrations, SCHEMA_VERSION, schemaTooNew } from './migrations.js';

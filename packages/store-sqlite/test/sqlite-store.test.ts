@@ -2,13 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isCairnError, type Memory, newId } from '@cairn/core';
-import {
-  cosineSimilarity,
-  type MemoryFilter,
-  matchesMemoryFilter,
-  type Store,
-  type StoreChange,
-} from '@cairn/store';
+import { cosineSimilarity, type MemoryFilter, type Store, type StoreChange } from '@cairn/store';
+import { matchesMemoryFilter } from '@cairn/store/adapter';
 import { Rng } from '@cairn/store/testing';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

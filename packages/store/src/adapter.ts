@@ -1,6 +1,9 @@
 /**
- * `@cairn/store/adapter`: what an adapter needs to make a store of a driver. Users
- * import from `@cairn/store`; adapters import `createStore` and the driver types here.
+ * `@cairn/store/adapter`: what an adapter needs to make a store of a driver
+ * (`createStore`, the driver types, the in-memory driver to delegate to or compare
+ * with, the search helpers), and the checks the front door runs, for packages that
+ * check input by the store's rules before it reaches a store (`@cairn/thread`). Users
+ * import from `@cairn/store`.
  */
 export type {
   Driver,
@@ -16,10 +19,7 @@ export type {
   StateCommitDraft,
   ThreadRow,
 } from './driver.js';
-export { ChangeEmitter } from './emitter.js';
 export { type CreateStoreOptions, createStore } from './front-door.js';
-export { Gate } from './gate.js';
-export { AsyncLock } from './lock.js';
 export { memoryDriver } from './memory-driver.js';
 export {
   cosineSimilarity,
@@ -28,4 +28,4 @@ export {
   STOP_WORDS,
   searchTerms,
 } from './memory-search.js';
-export { backfillJumps, decodeCursor, encodeCursor } from './validate.js';
+export * from './validate.js';

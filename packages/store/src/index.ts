@@ -1,8 +1,6 @@
-// Adapter helpers (ChangeEmitter, AsyncLock, the check* and plan* functions) are still
-// exported here until every adapter imports them from `@cairn/store/adapter`.
-export { ChangeEmitter } from './emitter.js';
-export { AsyncLock } from './lock.js';
+// What users of a store need. An adapter's tools (`createStore`, the driver types, the
+// checks the front door runs) are in `@cairn/store/adapter`.
 export { createMemoryStore, type MemoryStoreOptions } from './memory-driver.js';
-export { cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
+export { cosineSimilarity } from './memory-search.js';
 export * from './store.js';
-export * from './validate.js';
+export { contentHash, DEFAULT_LOCK_TIMEOUT_MS, MAX_MEMORY_TEXT_LENGTH } from './validate.js';

@@ -1,12 +1,13 @@
-import type {
-  Branch,
-  Checkpoint,
-  Lease,
-  Memory,
-  Message,
-  StateCommit,
-  Thread,
-  Turn,
+import {
+  AsyncLock,
+  type Branch,
+  type Checkpoint,
+  type Lease,
+  type Memory,
+  type Message,
+  type StateCommit,
+  type Thread,
+  type Turn,
 } from '@cairn/core';
 import type {
   Driver,
@@ -21,7 +22,6 @@ import type {
   ThreadRow,
 } from './driver.js';
 import { createStore } from './front-door.js';
-import { AsyncLock } from './lock.js';
 import { cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
 import type { EmbeddingSpace, MemoryFilter, Store, StoreCapabilities } from './store.js';
 

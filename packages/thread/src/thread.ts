@@ -20,7 +20,13 @@ import {
   type Timestamp,
   type UpdateOf,
 } from '@cairn/core';
-import { type NewMessage, normalizeNewMessages, type Store, type StoreChange } from '@cairn/store';
+import {
+  DEFAULT_LOCK_TIMEOUT_MS,
+  type NewMessage,
+  type Store,
+  type StoreChange,
+} from '@cairn/store';
+import { normalizeNewMessages } from '@cairn/store/adapter';
 import { forkBranchNumber } from './branch-names.js';
 import type { ThreadEvent, ThreadListener } from './events.js';
 import { SerialQueue } from './queue.js';
@@ -101,7 +107,6 @@ export interface SaveOptions {
 }
 
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
-const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
 
 /**
  * Opens a thread (creating it, and its `main` branch, when needed) and returns its engine.
