@@ -1,11 +1,12 @@
 /// <reference lib="dom" />
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Inspector, startInspector } from '@cairn/inspector';
 import type { Store } from '@cairn/store';
 import { createSqliteStore } from '@cairn/store-sqlite';
+import { chromiumTestsRun, launchChromium } from '@cairn/test-support';
 import { openThread } from '@cairn/thread';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { demoHashingEmbedder } from '../src/demo-embedder.js';
 import { Research } from '../src/research-state.js';
@@ -13,14 +14,7 @@ import { runScenario, type ScenarioResult, viewerFor } from '../src/scenario.js'
 import { Terminal } from '../src/terminal.js';
 import { ARTIFACTS, tempDir } from './helpers.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
-const requireChromium = process.env.CAIRN_REQUIRE_CHROMIUM === '1';
-if (!hasChromium && !requireChromium) {
-  console.warn(
-    `[apps/demo] ${CHROMIUM} is missing: the inspector's browser test is skipped (apt-get install chromium; CAIRN_REQUIRE_CHROMIUM=1 makes this a failure)`,
-  );
-}
+const browserTests = chromiumTestsRun('apps/demo');
 
 let store: Store;
 let inspector: Inspector;
@@ -157,23 +151,11 @@ describe('the inspector API', () => {
   });
 });
 
-describe.skipIf(!hasChromium && !requireChromium)('the inspector page in headless Chromium', () => {
+describe.skipIf(!browserTests)('the inspector page in headless Chromium', () => {
   let browser: Browser;
 
   beforeAll(async () => {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-        '--disable-quic',
-      ],
-    });
+    browser = await launchChromium();
   }, 30_000);
   afterAll(() => browser?.close());
 

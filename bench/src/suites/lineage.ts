@@ -6,6 +6,7 @@ import type { Store } from '@cairn/store';
 import { createPostgresStore } from '@cairn/store-postgres';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import { type CairnThread, openThread, stateAsOf } from '@cairn/thread';
+import Database from 'better-sqlite3';
 import pg from 'pg';
 import { type Case, type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
 
@@ -104,6 +105,52 @@ async function scaling(
   return rows;
 }
 
+/** A 100,000-message chain on the server: getChain against a raw recursive CTE on the same table. */
+async function pgWholeChain(store: Store, schema: string, log: (line: string) => void) {
+  const N = 100_000;
+  log(`postgres: a ${N.toLocaleString('en')}-message chain`);
+  const thread = await store.createThread({});
+  let parentId: string | null = null;
+  for (let i = 0; i < N; i += BATCH) {
+    const ids = Array.from({ length: BATCH }, () => newId());
+    await store.addMessages(
+      ids.map((id, k) => ({
+        id,
+        threadId: thread.id,
+        parentId: k === 0 ? parentId : ids[k - 1]!,
+        role: k % 2 ? 'assistant' : 'user',
+        data: { text: `message ${i + k}: the quick brown fox jumps over the lazy dog` },
+      })),
+    );
+    parentId = ids[BATCH - 1]!;
+  }
+  const head = parentId!;
+  const pool = new pg.Pool({ connectionString: URL, max: 2 });
+  try {
+    return await compare({
+      name: `Postgres server: whole ${N.toLocaleString('en')}-message chain`,
+      baseline: {
+        name: 'pg: recursive CTE on the same table',
+        run: () =>
+          pool.query(
+            `WITH RECURSIVE c AS (
+               SELECT id, thread_id, parent_id, role, type, data, created_at, depth FROM "${schema}".messages WHERE id = $1
+               UNION ALL SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
+               FROM "${schema}".messages m JOIN c ON m.id = c.parent_id)
+             SELECT * FROM c ORDER BY depth`,
+            [head],
+          ),
+      },
+      subject: { name: 'store.getChain', run: () => store.getChain(head) },
+      warmup: 1,
+      runs: 5,
+      target: { maxRatio: 1.5 },
+    });
+  } finally {
+    await pool.end();
+  }
+}
+
 async function reachable(): Promise<string | null> {
   const c = new pg.Client({ connectionString: URL, connectionTimeoutMillis: 3000 });
   c.on('error', () => undefined);
@@ -119,7 +166,7 @@ async function reachable(): Promise<string | null> {
 
 const suite: Suite = {
   id: 'lineage',
-  title: 'Lineage: rewind and stateAt at any chain length',
+  title: 'Lineage: rewind and stateAt at any chain length; whole chains at 100,000',
   async run(log) {
     const sizes = { sqlite: Number(process.env.LINEAGE_SQLITE_N ?? 100_000), pg: 20_000 };
     const dir = mkdtempSync(join(tmpdir(), 'cairn-lineage-'));
@@ -131,6 +178,39 @@ const suite: Suite = {
       const small = { store: sSmall, n: 1_000, g: await grow(sSmall, 1_000, log) };
       const large = { store: sLarge, n: sizes.sqlite, g: await grow(sLarge, sizes.sqlite, log) };
       rows.push(...(await scaling('SQLite', small, large, 5, 1.5)));
+      {
+        // The whole chain against a raw recursive CTE on the same file (second connection).
+        const head = large.g.ids[large.g.ids.length - 1]!;
+        const reader = new Database(join(dir, 'large.db'), { readonly: true });
+        const walk = reader
+          .prepare(
+            `WITH RECURSIVE chain (id, thread_id, parent_id, role, type, data, created_at, depth) AS (
+               SELECT id, thread_id, parent_id, role, type, data, created_at, depth FROM cairn_messages WHERE id = ?
+               UNION ALL
+               SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
+                 FROM chain c JOIN cairn_messages m ON m.id = c.parent_id)
+             SELECT * FROM chain`,
+          )
+          .raw(true);
+        rows.push(
+          await compare({
+            name: `SQLite: whole ${sizes.sqlite.toLocaleString('en')}-message chain`,
+            baseline: {
+              name: 'raw recursive CTE + JSON.parse',
+              run: () => {
+                const out = walk.all(head) as unknown[][];
+                for (const r of out) r[5] = JSON.parse(r[5] as string);
+                return out.reverse();
+              },
+            },
+            subject: { name: 'getChain(head)', run: () => sLarge.getChain(head) },
+            warmup: 1,
+            runs: 5,
+            target: { maxRatio: 1.5 },
+          }),
+        );
+        reader.close();
+      }
       for (const x of [small, large]) {
         await x.g.thread.close();
         await x.store.close();
@@ -148,6 +228,7 @@ const suite: Suite = {
           const small = { store: pSmall!, n: 1_000, g: await grow(pSmall!, 1_000, log) };
           const large = { store: pLarge!, n: sizes.pg, g: await grow(pLarge!, sizes.pg, log) };
           rows.push(...(await scaling('Postgres server', small, large, 10, null)));
+          rows.push(await pgWholeChain(pLarge!, schemas[1]!, log));
           for (const x of [small, large]) await x.g.thread.close();
         } finally {
           await Promise.all([pSmall!.close(), pLarge!.close()]);

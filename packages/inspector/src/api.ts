@@ -25,7 +25,7 @@ const invalid = (what: string) => new CairnError('INVALID_ARGUMENT', what);
 const show = JSON.stringify;
 
 /** Messages drawn per branch unless the page asks for more, and the most it may ask for. */
-export const WINDOW = 150;
+export const WINDOW = 50;
 const MAX_WINDOW = 5000;
 /** A title search reads pages of this many threads, and at most this many per request. */
 const SEARCH_PAGE = 200;
@@ -180,7 +180,7 @@ export class InspectorApi {
 
   /**
    * A thread for the page: its branches, checkpoints and run, and the last `window`
-   * messages of each branch (default 150) with the branches each lies on. A message
+   * messages of each branch (default 50) with the branches each lies on. A message
    * whose parent is not drawn gets a `folded` count: the earlier messages of its chain.
    */
   async thread(threadId: string, params: URLSearchParams) {
