@@ -15,7 +15,7 @@ async function threadCount(path: string): Promise<number> {
   }
 }
 
-describe('pnpm demo (the CLI)', () => {
+describe('pnpm demo (the CLI)', { timeout: 30_000 }, () => {
   const dir = tempDir();
   const db = join(dir, '.cairn', 'cairn.db');
 

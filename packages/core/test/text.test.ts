@@ -37,7 +37,7 @@ describe('findNonJson: text and depth', () => {
       reason: 'the text holds a NUL character at position 1; stored text cannot',
       position: 1,
     });
-    expect(findNonJson({ ['k\ud800']: 1 })).toMatchObject({ path: '$.k\ud800', position: 1 });
+    expect(findNonJson({ 'k\ud800': 1 })).toMatchObject({ path: '$.k\ud800', position: 1 });
     expect(findNonJson('\ud800', 'data')).toMatchObject({ path: 'data', position: 0 });
   });
 
