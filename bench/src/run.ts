@@ -64,7 +64,10 @@ async function main() {
 }
 
 function writeReport(suites: Suite[], sections: Map<string, string>) {
-  const order = suites.map((s) => s.id).filter((id) => sections.has(id));
+  // Sections of suites this build does not know (written by a newer checkout) are kept too.
+  const known = suites.map((s) => s.id);
+  const others = [...sections.keys()].filter((id) => !known.includes(id)).sort();
+  const order = [...known.filter((id) => sections.has(id)), ...others];
   const body = order
     .map((id) => `<!-- suite:${id} -->\n${sections.get(id)}<!-- /suite:${id} -->`)
     .join('\n\n');
