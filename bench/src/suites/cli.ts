@@ -10,9 +10,9 @@ import { createSqliteStore } from '@cairn/store-sqlite';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
+import { POSTGRES_URL as URL } from '../postgres.js';
 import { clusteredVectors, rng } from '../random.js';
 
-const URL = process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 /** `CAIRN_BENCH_CLI_SCALE=0.05` for a quick run while developing; 1 is the issue's size. */
 const SCALE = Number(process.env.CAIRN_BENCH_CLI_SCALE ?? 1);
 const THREADS = Math.round(2000 * SCALE);

@@ -17,8 +17,7 @@ import {
   table,
   targets,
 } from '../langgraph-race.js';
-
-const PG_URL = process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+import { POSTGRES_URL as PG_URL } from '../postgres.js';
 
 const suite: Suite = {
   id: 'langgraph-postgres',

@@ -9,8 +9,8 @@ import { type CairnThread, openThread, stateAsOf } from '@cairn/thread';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { type Case, type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
+import { postgresUnreachable, POSTGRES_URL as URL } from '../postgres.js';
 
-const URL = process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const BATCH = 1_000;
 
 const Chat = defineState({
@@ -151,19 +151,6 @@ async function pgWholeChain(store: Store, schema: string, log: (line: string) =>
   }
 }
 
-async function reachable(): Promise<string | null> {
-  const c = new pg.Client({ connectionString: URL, connectionTimeoutMillis: 3000 });
-  c.on('error', () => undefined);
-  try {
-    await c.connect();
-    return null;
-  } catch (e) {
-    return e instanceof Error ? e.message : String(e);
-  } finally {
-    await c.end().catch(() => undefined);
-  }
-}
-
 const suite: Suite = {
   id: 'lineage',
   title: 'Lineage: rewind and stateAt at any chain length; whole chains at 100,000',
@@ -216,7 +203,7 @@ const suite: Suite = {
         await x.store.close();
       }
 
-      const down = await reachable();
+      const down = await postgresUnreachable();
       if (down) log(`postgres server unreachable (${down}): skipped`);
       else {
         const schemas = [1, 2].map(() => `cairn_lineage_${newId().replaceAll('-', '').slice(-12)}`);

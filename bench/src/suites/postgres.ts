@@ -5,9 +5,8 @@ import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import pg from 'pg';
 import { type Comparison, compare, comparisonTable, median, type Suite } from '../harness.js';
+import { postgresUnreachable, POSTGRES_URL as URL } from '../postgres.js';
 import { clusteredVectors, rng } from '../random.js';
-
-const URL = process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 interface Row {
   id: string;
@@ -26,19 +25,6 @@ function chainRows(threadId: string, n: number, parentId: string | null): Row[] 
     role: i % 2 === 0 ? 'user' : 'assistant',
     data: { text: `message ${i}: the quick brown fox jumps over the lazy dog`, i },
   }));
-}
-
-async function reachable(): Promise<string | null> {
-  const c = new pg.Client({ connectionString: URL, connectionTimeoutMillis: 3000 });
-  c.on('error', () => undefined);
-  try {
-    await c.connect();
-    return null;
-  } catch (e) {
-    return e instanceof Error ? e.message : String(e);
-  } finally {
-    await c.end().catch(() => undefined);
-  }
 }
 
 /** Raw pg, the ceiling: the same rows through plain statements on a pool of its own. */
@@ -318,7 +304,7 @@ const suite: Suite = {
   title: '@cairn/store-postgres: against raw pg, and pgvector on PGlite',
   async run(log) {
     const parts: string[] = [];
-    const down = await reachable();
+    const down = await postgresUnreachable();
     if (down) {
       log(`PostgreSQL at ${URL} unreachable (${down}): server comparisons skipped`);
       parts.push(`_Server comparisons skipped: PostgreSQL at ${URL} was unreachable (${down})._`);
