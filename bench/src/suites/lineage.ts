@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { type Case, type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
 import { postgresUnreachable, POSTGRES_URL as URL } from '../postgres.js';
+import { rawSqliteChain } from '../sqlite-chain.js';
 
 const BATCH = 1_000;
 
@@ -169,27 +170,10 @@ const suite: Suite = {
         // The whole chain against a raw recursive CTE on the same file (second connection).
         const head = large.g.ids[large.g.ids.length - 1]!;
         const reader = new Database(join(dir, 'large.db'), { readonly: true });
-        const walk = reader
-          .prepare(
-            `WITH RECURSIVE chain (id, thread_id, parent_id, role, type, data, created_at, depth) AS (
-               SELECT id, thread_id, parent_id, role, type, data, created_at, depth FROM cairn_messages WHERE id = ?
-               UNION ALL
-               SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
-                 FROM chain c JOIN cairn_messages m ON m.id = c.parent_id)
-             SELECT * FROM chain`,
-          )
-          .raw(true);
         rows.push(
           await compare({
             name: `SQLite: whole ${sizes.sqlite.toLocaleString('en')}-message chain`,
-            baseline: {
-              name: 'raw recursive CTE + JSON.parse',
-              run: () => {
-                const out = walk.all(head) as unknown[][];
-                for (const r of out) r[5] = JSON.parse(r[5] as string);
-                return out.reverse();
-              },
-            },
+            baseline: rawSqliteChain(reader, head),
             subject: { name: 'getChain(head)', run: () => sLarge.getChain(head) },
             warmup: 1,
             runs: 5,

@@ -15,6 +15,7 @@ import {
   type Suite,
 } from '../harness.js';
 import { rng } from '../random.js';
+import { rawSqliteChain } from '../sqlite-chain.js';
 
 /** A raw connection set up like the store's: WAL, synchronous NORMAL. */
 function rawDb(path: string): Database.Database {
@@ -276,17 +277,6 @@ const suite: Suite = {
 
       // 3 and 4: reads, with a raw connection on the store's own file as the baseline.
       const reader = new Database(storePath, { readonly: true });
-      const walk = reader
-        .prepare(
-          `WITH RECURSIVE chain (id, thread_id, parent_id, role, type, data, created_at, depth) AS (
-             SELECT id, thread_id, parent_id, role, type, data, created_at, depth FROM cairn_messages WHERE id = ?
-             UNION ALL
-             SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
-               FROM chain c JOIN cairn_messages m ON m.id = c.parent_id
-           )
-           SELECT * FROM chain`,
-        )
-        .raw(true);
       log('reading a whole 10,000-message chain');
       {
         const thread = await store.createThread({});
@@ -294,14 +284,7 @@ const suite: Suite = {
         rows.push(
           await compare({
             name: 'read a whole 10,000-message chain',
-            baseline: {
-              name: 'raw recursive CTE + JSON.parse',
-              run: () => {
-                const out = walk.all(head) as unknown[][];
-                for (const r of out) r[5] = JSON.parse(r[5] as string);
-                return out.reverse();
-              },
-            },
+            baseline: rawSqliteChain(reader, head),
             subject: { name: 'getChain(head)', run: () => store.getChain(head) },
             runs: 9,
             target: { maxRatio: 1.5 },
