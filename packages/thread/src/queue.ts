@@ -1,6 +1,8 @@
+import { AsyncLock } from '@cairn/core';
+
 /**
- * The engine's one write queue: tasks run one at a time, in call order, and a failed
- * task does not block the ones after it.
+ * The engine's one write queue: an `AsyncLock` (tasks run one at a time, in call order,
+ * and a failed task does not block the ones after it) that can also coalesce refreshes.
  *
  * @example
  * ```ts
@@ -9,16 +11,8 @@
  * queue.runOnce('refresh-head', () => refreshHead()); // at most one waiting
  * ```
  */
-export class SerialQueue {
-  #tail: Promise<unknown> = Promise.resolve();
+export class SerialQueue extends AsyncLock {
   #waiting = new Set<string>();
-
-  /** Queues `task` after everything queued before; its result or error is the caller's. */
-  run<T>(task: () => Promise<T>): Promise<T> {
-    const result = this.#tail.then(task);
-    this.#tail = result.catch(() => undefined);
-    return result;
-  }
 
   /**
    * Queues `task` unless one under the same key is still waiting to start: a refresh
@@ -38,6 +32,6 @@ export class SerialQueue {
 
   /** Resolves once everything queued so far has run. */
   async idle(): Promise<void> {
-    await this.#tail;
+    await this.run(() => undefined);
   }
 }
