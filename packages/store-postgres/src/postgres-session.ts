@@ -17,9 +17,11 @@ import type {
   MemoryRow,
   MessageBatchLookup,
   MessageJump,
+  SqlTable,
   StateCommitDraft,
   ThreadRow,
 } from '@cairn/store/adapter';
+import { memoryFilterSql } from '@cairn/store/adapter';
 import { encodeChange } from './change-listener.js';
 import { searchQuery, searchVector } from './keyword-index.js';
 import type { VectorSupport } from './migrations.js';
@@ -76,15 +78,10 @@ export class PostgresSession implements DriverSession {
     return row ? map(row) : null;
   }
 
-  /** The first row of `table` meeting `where`, decoded. */
-  #find<T>(
-    t: { columns: string; decode: (r: Row) => T },
-    table: string,
-    where: string,
-    params: unknown[],
-  ) {
+  /** The first row of `t` meeting `where`, decoded. */
+  #find<T>(t: SqlTable<T>, where: string, params: unknown[]) {
     return this.#one(
-      `SELECT ${t.columns} FROM ${this.#s}.${table} WHERE ${where}`,
+      `SELECT ${t.columns} FROM ${this.#s}.${t.name} WHERE ${where}`,
       params,
       t.decode,
     );
@@ -118,7 +115,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getThread(id: string): Promise<Thread | null> {
-    return this.#find(THREAD, 'threads', 'id = $1', [id]);
+    return this.#find(THREAD, 'id = $1', [id]);
   }
 
   updateThread(
@@ -230,7 +227,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getMessage(id: string): Promise<Message | null> {
-    return this.#find(MESSAGE, 'messages', 'id = $1', [id]);
+    return this.#find(MESSAGE, 'id = $1', [id]);
   }
 
   async listMessages(threadId: string): Promise<Message[]> {
@@ -275,11 +272,11 @@ export class PostgresSession implements DriverSession {
   }
 
   getBranchById(id: string): Promise<Branch | null> {
-    return this.#find(BRANCH, 'branches', 'id = $1', [id]);
+    return this.#find(BRANCH, 'id = $1', [id]);
   }
 
   getBranch(threadId: string, name: string): Promise<Branch | null> {
-    return this.#find(BRANCH, 'branches', 'thread_id = $1 AND name = $2', [threadId, name]);
+    return this.#find(BRANCH, 'thread_id = $1 AND name = $2', [threadId, name]);
   }
 
   async listBranches(threadId: string): Promise<Branch[]> {
@@ -291,7 +288,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getActiveBranch(threadId: string): Promise<Branch | null> {
-    return this.#find(BRANCH, 'branches', 'thread_id = $1 AND is_active', [threadId]);
+    return this.#find(BRANCH, 'thread_id = $1 AND is_active', [threadId]);
   }
 
   async setActiveBranch(threadId: string, branchId: string): Promise<Branch | null> {
@@ -328,7 +325,7 @@ export class PostgresSession implements DriverSession {
     await this.#q.query(`SELECT set_config('lock_timeout', $1, true)`, [
       `${Math.max(1, timeoutMs)}ms`,
     ]);
-    return this.#find(BRANCH, 'branches', 'id = $1 FOR NO KEY UPDATE', [branchId]);
+    return this.#find(BRANCH, 'id = $1 FOR NO KEY UPDATE', [branchId]);
   }
 
   // ---------------------------------------------------------------- checkpoints
@@ -344,7 +341,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getCheckpoint(threadId: string, name: string): Promise<Checkpoint | null> {
-    return this.#find(CHECKPOINT, 'checkpoints', 'thread_id = $1 AND name = $2', [threadId, name]);
+    return this.#find(CHECKPOINT, 'thread_id = $1 AND name = $2', [threadId, name]);
   }
 
   async listCheckpoints(threadId: string): Promise<Checkpoint[]> {
@@ -442,7 +439,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getTurn(id: string): Promise<Turn | null> {
-    return this.#find(TURN, 'turns', 'id = $1', [id]);
+    return this.#find(TURN, 'id = $1', [id]);
   }
 
   async listTurns(threadId: string, limit: number): Promise<Turn[]> {
@@ -467,11 +464,11 @@ export class PostgresSession implements DriverSession {
   // ---------------------------------------------------------------- leases
 
   lockLease(key: string): Promise<Lease | null> {
-    return this.#find(LEASE, 'leases', 'key = $1 FOR UPDATE', [key]);
+    return this.#find(LEASE, 'key = $1 FOR UPDATE', [key]);
   }
 
   getLease(key: string): Promise<Lease | null> {
-    return this.#find(LEASE, 'leases', 'key = $1', [key]);
+    return this.#find(LEASE, 'key = $1', [key]);
   }
 
   async listLeases(afterKey: string | null, limit: number): Promise<Lease[]> {
@@ -542,7 +539,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getMemory(id: string): Promise<Memory | null> {
-    return this.#find(MEMORY, 'memories', 'id = $1', [id]);
+    return this.#find(MEMORY, 'id = $1', [id]);
   }
 
   async replaceMemory(m: Memory): Promise<Memory> {
@@ -788,28 +785,16 @@ async function ensureVectorIndex(c: SessionContext, q: Queryable, dims: number):
 }
 
 /** The filter as SQL over the memories table, values appended to `params`. */
-function memoryWhere(f: MemoryFilter, params: unknown[]): string {
-  const p = (value: unknown) => {
-    params.push(value);
-    return `$${params.length}`;
-  };
-  const c: string[] = ['true'];
-  if (f.viewer) {
-    c.push(
-      `((scope = 'private' AND agent_id = ${p(f.viewer.agentId)}::text)` +
-        ` OR (scope = 'room' AND room_id = ${p(f.viewer.roomId ?? null)}::text)` +
-        ` OR (scope = 'shared' AND world_id = ${p(f.viewer.worldId ?? null)}::text))`,
-    );
-  }
-  if (f.agentId !== undefined) c.push(`agent_id = ${p(f.agentId)}::text`);
-  if (f.types) c.push(`type = ANY(${p(f.types)}::text[])`);
-  if (f.scopes) c.push(`scope = ANY(${p(f.scopes)}::text[])`);
-  if (f.entityId !== undefined) c.push(`entity_id = ${p(f.entityId)}::text`);
-  if (f.roomId !== undefined) c.push(`room_id = ${p(f.roomId)}::text`);
-  if (f.worldId !== undefined) c.push(`world_id = ${p(f.worldId)}::text`);
-  if (f.contentHashes) c.push(`content_hash = ANY(${p(f.contentHashes)}::text[])`);
-  if (f.ids) c.push(`id = ANY(${p(f.ids)}::text[])`);
-  if (f.createdAfter !== undefined) c.push(`created_at > ${p(f.createdAfter)}::float8`);
-  if (f.createdBefore !== undefined) c.push(`created_at < ${p(f.createdBefore)}::float8`);
-  return c.join(' AND ');
+function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
+  return memoryFilterSql(filter, {
+    column: (name) => name,
+    value(v) {
+      params.push(v);
+      return `$${params.length}::${typeof v === 'number' ? 'float8' : 'text'}`;
+    },
+    oneOf(column, values) {
+      params.push(values);
+      return `${column} = ANY($${params.length}::text[])`;
+    },
+  });
 }

@@ -28,4 +28,5 @@ export {
   STOP_WORDS,
   searchTerms,
 } from './memory-search.js';
+export { memoryFilterSql, type SqlFilterDialect, SqlTable } from './sql.js';
 export * from './validate.js';
