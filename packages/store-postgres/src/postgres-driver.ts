@@ -1,5 +1,5 @@
-import { CairnError, conflict, newId } from '@cairn/core';
-import type { StoreCapabilities, StoreChange } from '@cairn/store';
+import { CairnError, conflict } from '@cairn/core';
+import type { StoreCapabilities } from '@cairn/store';
 import type { Driver, DriverSession, SessionOptions } from '@cairn/store/adapter';
 import pg from 'pg';
 import { listenForChanges } from './change-listener.js';
@@ -30,7 +30,7 @@ export interface DriverConnection {
 export class PostgresDriver implements Driver {
   readonly #c: DriverConnection;
   readonly #context: SessionContext;
-  #onChange: ((change: StoreChange) => void) | null = null;
+  #onPayload: ((payload: string) => void) | null = null;
   #stopListening: ((unlisten: boolean) => Promise<void>) | null = null;
   #listenClient: pg.Client | null = null;
   #closing = false;
@@ -42,7 +42,6 @@ export class PostgresDriver implements Driver {
       vector: null,
       indexedWidth: null,
       channel: c.channel,
-      origin: newId(),
     };
   }
 
@@ -91,10 +90,10 @@ export class PostgresDriver implements Driver {
     });
   }
 
-  listen(onChange: (change: StoreChange) => void): () => void {
-    this.#onChange = onChange;
+  listen(onPayload: (payload: string) => void): () => void {
+    this.#onPayload = onPayload;
     return () => {
-      this.#onChange = null;
+      this.#onPayload = null;
     };
   }
 
@@ -111,9 +110,8 @@ export class PostgresDriver implements Driver {
     client: PgClientLike | PGliteLike,
     run: (sql: string) => Promise<unknown>,
   ): Promise<void> {
-    const deliver = (change: StoreChange) => this.#onChange?.(change);
-    const { channel, origin } = this.#context;
-    this.#stopListening = await listenForChanges(client, run, channel, origin, deliver);
+    const deliver = (payload: string) => this.#onPayload?.(payload);
+    this.#stopListening = await listenForChanges(client, run, this.#context.channel, deliver);
   }
 
   /**

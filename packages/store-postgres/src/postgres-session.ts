@@ -9,7 +9,7 @@ import type {
   Thread,
   Turn,
 } from '@cairn/core';
-import type { EmbeddingSpace, MemoryFilter, StoreChange } from '@cairn/store';
+import type { EmbeddingSpace, MemoryFilter } from '@cairn/store';
 import type {
   DriverSession,
   KeywordCandidate,
@@ -22,7 +22,6 @@ import type {
   ThreadRow,
 } from '@cairn/store/adapter';
 import { memoryFilterSql } from '@cairn/store/adapter';
-import { encodeChange } from './change-listener.js';
 import { searchQuery, searchVector } from './keyword-index.js';
 import type { VectorSupport } from './migrations.js';
 import type { Queryable, Row } from './queryable.js';
@@ -48,9 +47,8 @@ export interface SessionContext {
   vector: VectorSupport | null;
   /** The embedding width for which the HNSW index is known to exist. */
   indexedWidth: number | null;
-  /** The NOTIFY channel and this store's origin in the payloads. */
+  /** The NOTIFY channel. */
   channel: string;
-  origin: string;
 }
 
 /** BM25's parameters, the reference store's. */
@@ -96,10 +94,10 @@ export class PostgresSession implements DriverSession {
   }
 
   /** NOTIFY, delivered by Postgres at commit; identical payloads of one transaction fold. */
-  async publish(changes: StoreChange[]): Promise<void> {
+  async publish(payloads: string[]): Promise<void> {
     await this.#q.query('SELECT pg_notify($1, x) FROM unnest($2::text[]) AS x', [
       this.#c.channel,
-      changes.map((c) => encodeChange(this.#c.origin, c)),
+      payloads,
     ]);
   }
 

@@ -10,7 +10,7 @@ import type {
   Thread,
   Turn,
 } from '@cairn/core';
-import type { EmbeddingSpace, MemoryFilter, StoreCapabilities, StoreChange } from '@cairn/store';
+import type { EmbeddingSpace, MemoryFilter, StoreCapabilities } from '@cairn/store';
 import type {
   Driver,
   DriverSession,
@@ -20,7 +20,6 @@ import type {
   MessageBatchLookup,
   MessageJump,
   SessionOptions,
-  StateCommitDraft,
   ThreadRow,
 } from '@cairn/store/adapter';
 import { SqlTable } from '@cairn/store/adapter';
@@ -341,26 +340,8 @@ class SqliteSession implements DriverSession {
 
   // ---------------------------------------------------------------- state
 
-  appendStateCommit(draft: StateCommitDraft, expectedVersion: number): StateCommit | null {
-    // The write transaction holds the file's write lock: read, compare and insert are atomic.
-    const branch = this.getBranchById(draft.branchId);
-    if (!branch || this.latestStateVersion(draft.branchId) !== expectedVersion) return null;
-    let messageDepth: number | null = null;
-    if (draft.messageId !== null) {
-      const m = this.#c
-        .sql('SELECT depth FROM cairn_messages WHERE id = ? AND thread_id = ?')
-        .get(draft.messageId, branch.threadId) as { depth: number } | undefined;
-      if (!m) return null;
-      messageDepth = m.depth;
-    }
-    const saved = {
-      ...draft,
-      threadId: branch.threadId,
-      version: expectedVersion + 1,
-      messageDepth,
-    };
-    this.#run(insertSql(COMMITS), COMMITS.encode(saved));
-    return saved;
+  insertStateCommit(c: StateCommit): void {
+    this.#run(insertSql(COMMITS), COMMITS.encode(c));
   }
 
   latestStateVersion(branchId: string): number {
@@ -436,17 +417,6 @@ class SqliteSession implements DriverSession {
   }
 
   // ---------------------------------------------------------------- leases
-
-  /** A write session holds the file's write lock already: the row is as good as locked. */
-  lockBranch(branchId: string): Branch | null {
-    // A write session holds the database's write lock (BEGIN IMMEDIATE, waited for up to
-    // the busy timeout): every other writer already waits for it.
-    return this.getBranchById(branchId);
-  }
-
-  lockLease(key: string): Lease | null {
-    return this.getLease(key);
-  }
 
   getLease(key: string): Lease | null {
     return this.#get(LEASES, 'WHERE key = ?', key);
@@ -627,13 +597,6 @@ class SqliteSession implements DriverSession {
 
   // ---------------------------------------------------------------- session
 
-  /** What the running write session changed, told to the connection's other stores after commit. */
-  published: StoreChange[] = [];
-
-  publish(changes: StoreChange[]): void {
-    this.published = changes;
-  }
-
   async savepoint<T>(fn: () => Promise<T>): Promise<T> {
     this.#c.sql('SAVEPOINT cairn_call').run();
     try {
@@ -655,12 +618,14 @@ class SqliteSession implements DriverSession {
  */
 export class SqliteDriver implements Driver {
   readonly capabilities: StoreCapabilities;
+  /** The stores on one connection hear each other's changes. */
+  readonly changeScope: Connection;
   readonly #conn: Connection;
   readonly #session: SqliteSession;
   readonly #busyTimeoutMs: number;
 
   constructor(conn: Connection, busyTimeoutMs: number) {
-    this.#conn = conn;
+    this.#conn = this.changeScope = conn;
     this.#session = new SqliteSession(conn);
     this.#busyTimeoutMs = busyTimeoutMs;
     const durable = !conn.db.memory;
@@ -691,11 +656,9 @@ export class SqliteDriver implements Driver {
       } catch (e) {
         await retry(begin)(e);
       }
-      session.published = [];
       try {
         const result = await fn(session);
         c.sql('COMMIT').run();
-        c.broadcast(this, session.published);
         return result;
       } catch (e) {
         if (c.db.inTransaction) c.sql('ROLLBACK').run();
@@ -712,10 +675,6 @@ export class SqliteDriver implements Driver {
 
   async close(): Promise<void> {
     this.#conn.release();
-  }
-
-  listen(onChange: (change: StoreChange) => void): () => void {
-    return this.#conn.listen(this, onChange);
   }
 
   translateError(error: unknown): CairnError | undefined {

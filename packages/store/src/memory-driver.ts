@@ -18,7 +18,6 @@ import type {
   MessageJump,
   MessageLink,
   SessionOptions,
-  StateCommitDraft,
   ThreadRow,
 } from './driver.js';
 import { createStore } from './front-door.js';
@@ -256,10 +255,6 @@ class MemoryDriver implements Driver, DriverSession {
     const b = this.#branches.get(id);
     return b ? copy(b) : null;
   }
-  lockBranch(branchId: string): Branch | null {
-    // Sessions run one at a time: holding one is holding every lock.
-    return this.getBranchById(branchId);
-  }
   getBranch(threadId: string, name: string): Branch | null {
     for (const b of this.#branches.values())
       if (b.threadId === threadId && b.name === name) return copy(b);
@@ -326,29 +321,8 @@ class MemoryDriver implements Driver, DriverSession {
 
   // ---------------------------------------------------------------- state
 
-  appendStateCommit(draft: StateCommitDraft, expectedVersion: number): StateCommit | null {
-    const b = this.#branches.get(draft.branchId);
-    if (!b) return null;
-    let depth: number | null = null;
-    if (draft.messageId !== null) {
-      const m = this.#messages.get(draft.messageId);
-      if (!m || m.threadId !== b.threadId) return null;
-      depth = m.depth;
-    }
-    const list = this.#commits.get(b.id) ?? [];
-    if (list.length !== expectedVersion) return null;
-    const commit: StateCommit = {
-      branchId: b.id,
-      threadId: b.threadId,
-      version: expectedVersion + 1,
-      messageId: draft.messageId,
-      messageDepth: depth,
-      update: copy(draft.update),
-      snapshot: draft.snapshot === null ? null : copy(draft.snapshot),
-      createdAt: draft.createdAt,
-    };
-    this.#commits.set(b.id, [...list, commit]);
-    return copy(commit);
+  insertStateCommit(c: StateCommit): void {
+    this.#commits.set(c.branchId, [...(this.#commits.get(c.branchId) ?? []), copy(c)]);
   }
   latestStateVersion(branchId: string): number {
     return this.#commits.get(branchId)?.length ?? 0;
@@ -405,9 +379,6 @@ class MemoryDriver implements Driver, DriverSession {
 
   // ---------------------------------------------------------------- leases
 
-  lockLease(key: string): Lease | null {
-    return this.getLease(key);
-  }
   getLease(key: string): Lease | null {
     const l = this.#leases.get(key);
     return l ? copy(l) : null;
