@@ -1,6 +1,12 @@
-import { CairnError, conflict } from '@cairn/core';
+import type { CairnError } from '@cairn/core';
 import type { StoreCapabilities } from '@cairn/store';
-import type { Driver, DriverSession, SessionOptions } from '@cairn/store/adapter';
+import {
+  type Driver,
+  type DriverSession,
+  lockTimeout,
+  type SessionOptions,
+  takenMeanwhile,
+} from '@cairn/store/adapter';
 import pg from 'pg';
 import { listenForChanges } from './change-listener.js';
 import { migrate } from './migrations.js';
@@ -80,14 +86,9 @@ export class PostgresDriver implements Driver {
 
   /** A unique violation is another writer taking the same id between check and insert. */
   translateError(error: unknown): CairnError | undefined {
-    if (sqlState(error) === '55P03')
-      return new CairnError('TIMEOUT', 'a lock stayed held by another transaction', {
-        cause: error,
-      });
-    if (sqlState(error) !== '23505') return undefined;
-    return conflict('another writer took an id of this call meanwhile; nothing was stored', {
-      constraint: (error as { constraint?: string }).constraint,
-    });
+    if (sqlState(error) === '55P03') return lockTimeout(error);
+    const { constraint } = error as { constraint?: string };
+    return sqlState(error) === '23505' ? takenMeanwhile(error, { constraint }) : undefined;
   }
 
   listen(onPayload: (payload: string) => void): () => void {

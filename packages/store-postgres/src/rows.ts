@@ -8,20 +8,23 @@ import type {
   Thread,
   Turn,
 } from '@cairn/core';
-import { SqlTable } from '@cairn/store/adapter';
+import type { EmbeddingSpace } from '@cairn/store';
+import { type MessageLink, SqlTable } from '@cairn/store/adapter';
 
 /**
  * The tables' columns and row decoders. Timestamps are double precision and JSON is
- * jsonb, so both clients return numbers and parsed values; bigserial `seq` arrives as a
- * string from pg and a number from PGlite (`#`).
+ * jsonb, so both clients return numbers and parsed values (JSON, `*`, is sent as text);
+ * bigserial `seq` arrives as a string from pg and a number from PGlite (`#`).
  */
 const table = <T>(name: string, spec: string) => new SqlTable<T>(name, spec, { jsonText: false });
 
-export const THREAD = table<Thread>('threads', 'id resourceId title metadata createdAt updatedAt');
+export const THREAD = table<Thread>('threads', 'id resourceId title metadata* createdAt updatedAt');
 export const MESSAGE = table<Message>(
   'messages',
-  'id threadId parentId role type data createdAt depth',
+  'id threadId parentId role type data* createdAt depth',
 );
+/** A stored message's place in its thread (`lookupMessageBatch`). */
+export const MESSAGE_LINK = table<MessageLink>('messages', 'threadId depth jumpId jumpDepth');
 export const BRANCH = table<Branch>(
   'branches',
   'id threadId name headMessageId isActive createdAt forkMessageId parentBranchId seq#',
@@ -29,19 +32,20 @@ export const BRANCH = table<Branch>(
 export const CHECKPOINT = table<Checkpoint>('checkpoints', 'id threadId name messageId createdAt');
 export const COMMIT = table<StateCommit>(
   'state_commits',
-  'branchId threadId version messageId messageDepth update snapshot createdAt',
+  'branchId threadId version messageId messageDepth update* snapshot* createdAt',
 );
 export const TURN = table<Turn>(
   'turns',
-  'id threadId messageId source userId status state steps startedAt finishedAt',
+  'id threadId messageId source userId status state* steps* startedAt finishedAt',
 );
 export const LEASE = table<Lease>(
   'leases',
-  'key owner acquiredAt renewedAt expiresAt releasedAt data',
+  'key owner acquiredAt renewedAt expiresAt releasedAt data*',
 );
+export const EMBEDDING_SPACE = table<EmbeddingSpace>('embedding_space', 'embedderId dimensions');
 export const MEMORY = table<Memory>(
   'memories',
-  'id type agentId entityId roomId worldId scope content metadata contentHash embedding createdAt',
+  'id type agentId entityId roomId worldId scope content* metadata* contentHash embedding createdAt',
 );
 
 /** A float8[] literal; JavaScript's shortest round-trip form keeps every bit. */

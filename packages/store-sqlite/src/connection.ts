@@ -1,7 +1,8 @@
 import { realpathSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AsyncLock, CairnError, isCairnError, unavailable } from '@cairn/core';
+import { AsyncLock } from '@cairn/core';
+import { asCairnError, lockTimeout } from '@cairn/store/adapter';
 import Database from 'better-sqlite3';
 import * as sqliteVec from 'sqlite-vec';
 import { readSchemaVersion, runMigrations, SCHEMA_VERSION, schemaTooNew } from './migrations.js';
@@ -129,12 +130,8 @@ export function connect(
     db.pragma('busy_timeout = 0');
   } catch (e) {
     if (!injected && db?.open) db.close();
-    if (isCairnError(e)) throw e;
     const where = injected ? 'the injected database' : JSON.stringify(path);
-    throw (
-      lockTimeout(e) ??
-      unavailable(`cannot open SQLite database ${where}: ${(e as Error).message}`, e)
-    );
+    throw isBusy(e) ? lockTimeout(e) : asCairnError(e, `cannot open SQLite database ${where}`);
   }
   const conn = new Connection(db, !injected, key ?? db);
   if (typeof key === 'string') byPath.set(key, conn);
@@ -147,16 +144,6 @@ export function isBusy(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   return (
     typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
-  );
-}
-
-/** `TIMEOUT` for a lock wait that gave up; undefined for any other error. */
-export function lockTimeout(e: unknown): CairnError | undefined {
-  if (!isBusy(e)) return undefined;
-  return new CairnError(
-    'TIMEOUT',
-    `the database stayed locked by another connection: ${(e as Error).message}`,
-    { cause: e },
   );
 }
 

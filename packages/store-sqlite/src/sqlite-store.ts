@@ -22,8 +22,8 @@ import type {
   SessionOptions,
   ThreadRow,
 } from '@cairn/store/adapter';
-import { SqlTable } from '@cairn/store/adapter';
-import { type Connection, isBusy, lockTimeout, untilUnlocked } from './connection.js';
+import { chainSql, lockTimeout, SqlTable, withSavepoint } from '@cairn/store/adapter';
+import { type Connection, isBusy, untilUnlocked } from './connection.js';
 import {
   decodeVector,
   encodeVector,
@@ -42,8 +42,7 @@ const EMBEDDING_SPACE_KEY = 'embedding_space';
 
 /** A table of JSON-as-text columns, and its insert binding each field by name. */
 const table = <T>(name: string, spec: string) => new SqlTable<T>(name, spec, { jsonText: true });
-const insertSql = (t: SqlTable<unknown>) =>
-  `INSERT INTO ${t.name} (${t.columns}) VALUES (${t.fields.map((f) => `@${f.field}`).join(', ')})`;
+const insertSql = (t: SqlTable<unknown>) => t.insert(t.name, (field) => `@${field}`);
 
 const THREADS = table<Thread>('cairn_threads', 'id resourceId title metadata* createdAt updatedAt');
 const BRANCHES = table<Branch>(
@@ -238,25 +237,9 @@ class SqliteSession implements DriverSession {
   }
 
   getChain(headId: string, minDepth: number, maxDepth: number): Message[] {
-    // Up to `maxDepth` by jump pointers (O(log depth) steps), then down parent links to
-    // `minDepth`: the cost is the answer's length, never the chain's.
     const rows = this.#c
       .rows(
-        `WITH RECURSIVE up (id, parent_id, depth, jump_id, jump_depth) AS (
-           SELECT id, parent_id, depth, jump_id, jump_depth FROM cairn_messages WHERE id = @head
-           UNION ALL
-           SELECT m.id, m.parent_id, m.depth, m.jump_id, m.jump_depth FROM up JOIN cairn_messages m
-             ON m.id = CASE WHEN up.jump_depth >= @max AND up.jump_id IS NOT NULL THEN up.jump_id ELSE up.parent_id END
-            WHERE up.depth > @max
-         ),
-         chain (id, thread_id, parent_id, role, type, data, created_at, depth) AS (
-           SELECT ${MESSAGE_COLUMNS} FROM cairn_messages WHERE id = (SELECT id FROM up WHERE depth = @max)
-           UNION ALL
-           SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
-             FROM chain c JOIN cairn_messages m ON m.id = c.parent_id
-            WHERE c.depth > @min
-         )
-         SELECT ${MESSAGE_COLUMNS} FROM chain`,
+        chainSql('cairn_messages', MESSAGE_COLUMNS, { head: '@head', min: '@min', max: '@max' }),
       )
       .all({ head: headId, min: minDepth, max: maxDepth }) as Row[];
     const out = new Array<Message>(rows.length);
@@ -597,17 +580,8 @@ class SqliteSession implements DriverSession {
 
   // ---------------------------------------------------------------- session
 
-  async savepoint<T>(fn: () => Promise<T>): Promise<T> {
-    this.#c.sql('SAVEPOINT cairn_call').run();
-    try {
-      const result = await fn();
-      this.#c.sql('RELEASE cairn_call').run();
-      return result;
-    } catch (e) {
-      this.#c.sql('ROLLBACK TO cairn_call').run();
-      this.#c.sql('RELEASE cairn_call').run();
-      throw e;
-    }
+  savepoint<T>(fn: () => Promise<T>): Promise<T> {
+    return withSavepoint((sql) => this.#c.sql(sql).run(), 'cairn_call', fn);
   }
 }
 
@@ -678,6 +652,6 @@ export class SqliteDriver implements Driver {
   }
 
   translateError(error: unknown): CairnError | undefined {
-    return lockTimeout(error);
+    return isBusy(error) ? lockTimeout(error) : undefined;
   }
 }

@@ -323,8 +323,9 @@ export interface DriverSession {
    * Memories with an embedding meeting the filter, nearest to `vector` by cosine
    * similarity first, at most `count` (the front door asks for a margin beyond what it
    * returns and re-scores the candidates in float64, so float32 or approximate distances
-   * are fine). With `minSimilarity`, only candidates whose (approximate) similarity is at
-   * least it. A zero vector counts as similarity 0.
+   * are fine). With `minSimilarity`, a driver may leave out the candidates whose
+   * (approximate) similarity is below it; the front door keeps only those whose exact
+   * score reaches the threshold. A zero vector counts as similarity 0.
    */
   vectorCandidates(query: {
     vector: number[];
@@ -350,7 +351,7 @@ export interface DriverSession {
     embedderId: string,
     contentHashes: string[],
   ): MaybePromise<Map<string, number[]>>;
-  /** Inserts or replaces cached embeddings, stored exactly (float64). */
+  /** Inserts or replaces cached embeddings, stored exactly (float64); one entry per hash. */
   putCachedEmbeddings(
     embedderId: string,
     entries: Array<{ contentHash: string; embedding: number[] }>,

@@ -14,10 +14,10 @@ import {
   type StateCommit,
   type Thread,
   type Turn,
-  unavailable,
 } from '@cairn/core';
 import type { Driver, DriverSession, StateCommitDraft } from './driver.js';
 import { ChangeEmitter } from './emitter.js';
+import { asCairnError } from './failures.js';
 import { Gate } from './gate.js';
 import { cosineSimilarity, searchTerms } from './memory-search.js';
 import type {
@@ -135,11 +135,8 @@ class Door {
 
   /** A CairnError for anything a driver threw. */
   translate(e: unknown): CairnError {
-    if (isCairnError(e)) return e;
-    const translated = this.driver.translateError?.(e);
-    if (translated) return translated;
-    const why = e instanceof Error ? e.message : String(e);
-    return unavailable(`the store's database failed: ${why}`, e);
+    const translated = isCairnError(e) ? e : this.driver.translateError?.(e);
+    return translated ?? asCairnError(e, "the store's database failed");
   }
 
   emit(changes: StoreChange[]): void {
@@ -839,7 +836,10 @@ class FrontDoor implements Store {
       const space = await s.getEmbeddingSpace();
       for (const [i, e] of entries.entries())
         checkVectorWidth(space, e.embedding, `entries[${i}].embedding`);
-      await s.putCachedEmbeddings(embedderId, entries);
+      // One entry per hash: the last one given wins.
+      const last = new Map(entries.map((e) => [e.contentHash, e.embedding]));
+      const unique = [...last].map(([contentHash, embedding]) => ({ contentHash, embedding }));
+      await s.putCachedEmbeddings(embedderId, unique);
     });
   }
 

@@ -21,7 +21,7 @@ import type {
   ThreadRow,
 } from './driver.js';
 import { createStore } from './front-door.js';
-import { cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
+import { BM25, cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
 import type { EmbeddingSpace, MemoryFilter, Store, StoreCapabilities } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -30,9 +30,6 @@ export interface MemoryStoreOptions {
 }
 
 const copy = <T>(value: T): T => structuredClone(value);
-
-const BM25_K1 = 1.2;
-const BM25_B = 0.75;
 
 type Seq<T> = T & { seq: number };
 
@@ -465,8 +462,8 @@ class MemoryDriver implements Driver, DriverSession {
         const d = df.get(t)!;
         const idf = Math.log(1 + (n - d + 0.5) / (d + 0.5));
         relevance +=
-          (idf * tf * (BM25_K1 + 1)) /
-          (tf + BM25_K1 * (1 - BM25_B + (BM25_B * toks.length) / avgdl));
+          (idf * tf * (BM25.k1 + 1)) /
+          (tf + BM25.k1 * (1 - BM25.b + (BM25.b * toks.length) / avgdl));
       }
       if (relevance > 0) out.push({ m, relevance });
     }

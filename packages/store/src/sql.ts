@@ -61,7 +61,8 @@ type Fields = Record<string, unknown>;
  * a value the database does not hand back as it is: `*` JSON, `?` a flag (a boolean, or
  * 0/1 where the database has no boolean), `#` a counter (a bigint, which may come back
  * as a string). `columns` lists the columns in field order; `decode` turns a row keyed by
- * column into the type, `encode` a value into its fields (JSON as text, flags as 0/1).
+ * column into the type, `encode` a value into its fields (JSON as text, flags as 0/1),
+ * `values` into its parameters in column order, and `insert` writes the INSERT.
  */
 export class SqlTable<T> {
   readonly name: string;
@@ -100,6 +101,17 @@ export class SqlTable<T> {
     return out as T;
   };
 
+  /** `INSERT INTO <table> (<columns>) VALUES (…)`, each field's placeholder from `param`. */
+  insert(table: string, param: (field: string, i: number) => string): string {
+    const params = this.fields.map((f, i) => param(f.field, i)).join(', ');
+    return `INSERT INTO ${table} (${this.columns}) VALUES (${params})`;
+  }
+
+  values(value: T): unknown[] {
+    const fields = this.encode(value);
+    return this.fields.map((f) => fields[f.field]);
+  }
+
   encode(value: T): Fields {
     const out = { ...value } as Fields;
     for (const { field, kind } of this.fields) {
@@ -107,5 +119,56 @@ export class SqlTable<T> {
       if (kind === '?') out[field] = out[field] ? 1 : 0;
     }
     return out;
+  }
+}
+
+/**
+ * `DriverSession.getChain` in SQL (a recursive CTE SQLite and Postgres both run): up
+ * from the head to depth `max` by jump pointers (O(log depth) steps), then down parent
+ * links to `min`, so the cost is the answer's length, never the chain's. Rows come
+ * deepest first. `messages` is the table, `columns` its message columns, and `head`,
+ * `min` and `max` the dialect's placeholders.
+ */
+export function chainSql(
+  messages: string,
+  columns: string,
+  p: { head: string; min: string; max: string },
+): string {
+  const m = columns
+    .split(', ')
+    .map((c) => `m.${c}`)
+    .join(', ');
+  return `WITH RECURSIVE up (id, parent_id, depth, jump_id, jump_depth) AS (
+      SELECT id, parent_id, depth, jump_id, jump_depth FROM ${messages} WHERE id = ${p.head}
+      UNION ALL
+      SELECT m.id, m.parent_id, m.depth, m.jump_id, m.jump_depth FROM up JOIN ${messages} m
+        ON m.id = CASE WHEN up.jump_depth >= ${p.max} AND up.jump_id IS NOT NULL THEN up.jump_id ELSE up.parent_id END
+      WHERE up.depth > ${p.max}),
+    chain AS (
+      SELECT ${columns} FROM ${messages} WHERE id = (SELECT id FROM up WHERE depth = ${p.max})
+      UNION ALL
+      SELECT ${m} FROM chain c JOIN ${messages} m ON m.id = c.parent_id WHERE c.depth > ${p.min})
+    SELECT ${columns} FROM chain`;
+}
+
+/**
+ * Runs `fn` under the savepoint `name` (what `DriverSession.savepoint` asks for):
+ * released when `fn` resolves; rolled back to and released when it throws, so that a
+ * failed step undoes only itself and the transaction goes on. `exec` runs a statement.
+ */
+export async function withSavepoint<T>(
+  exec: (sql: string) => unknown,
+  name: string,
+  fn: () => Promise<T>,
+): Promise<T> {
+  await exec(`SAVEPOINT ${name}`);
+  try {
+    const result = await fn();
+    await exec(`RELEASE ${name}`);
+    return result;
+  } catch (e) {
+    await exec(`ROLLBACK TO ${name}`);
+    await exec(`RELEASE ${name}`);
+    throw e;
   }
 }
