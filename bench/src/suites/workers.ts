@@ -14,7 +14,7 @@ import { createPostgresStore } from '@cairn/store-postgres';
 import { openThread } from '@cairn/thread';
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import pg from 'pg';
-import type { Suite } from '../harness.js';
+import { type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
 import { POSTGRES_URL, postgresUnreachable } from '../postgres.js';
 import { runProcesses } from '../processes.js';
 import { type Config, type Mode, type Result, TurnState, turnGraph } from '../turns.js';
@@ -152,6 +152,67 @@ async function scenario(mode: Mode, label: string, workers: number): Promise<Row
   }
 }
 
+/**
+ * `openThread` of a new thread and `save` of its first message against one raw pg
+ * transaction inserting the same rows (thread, message, active branch at it).
+ */
+async function newThread(): Promise<Comparison> {
+  const schema = `bench_workers_new_${newId().replaceAll('-', '').slice(-10)}`;
+  const store = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 2 });
+  const s = `"${schema}"`;
+  try {
+    return await compare({
+      name: 'Postgres: openThread of a new thread + save of one message',
+      baseline: {
+        name: 'pg: one transaction, the three INSERTs',
+        run: async () => {
+          const [t, m, b] = [newId(), newId(), newId()];
+          const now = Date.now();
+          const c = await pool.connect();
+          try {
+            await c.query('BEGIN');
+            await c.query(
+              `INSERT INTO ${s}.threads (id, resource_id, title, metadata, created_at, updated_at) VALUES ($1, NULL, NULL, '{}', $2, $2)`,
+              [t, now],
+            );
+            await c.query(
+              `INSERT INTO ${s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth) VALUES ($1, $2, NULL, 'user', NULL, $3, $4, 0)`,
+              [m, t, JSON.stringify({ text: 'hello' }), now],
+            );
+            await c.query(
+              `INSERT INTO ${s}.branches (id, thread_id, name, head_message_id, is_active, created_at) VALUES ($1, $2, 'main', $3, true, $4)`,
+              [b, t, m, now],
+            );
+            await c.query('COMMIT');
+          } finally {
+            c.release();
+          }
+        },
+      },
+      subject: {
+        name: '',
+        run: async () => {
+          const thread = await openThread(store);
+          thread.add({ role: 'user', data: { text: 'hello' } });
+          await thread.save();
+          await thread.close();
+        },
+      },
+      warmup: 5,
+      runs: 41,
+      target: { maxRatio: 2 },
+    });
+  } finally {
+    await pool.end();
+    await store.close();
+    const admin = new pg.Client({ connectionString: POSTGRES_URL });
+    await admin.connect();
+    await admin.query(`DROP SCHEMA IF EXISTS ${s} CASCADE`);
+    await admin.end();
+  }
+}
+
 const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
 
 const suite: Suite = {
@@ -160,6 +221,8 @@ const suite: Suite = {
   async run(log) {
     const down = await postgresUnreachable();
     if (down) return { markdown: `Postgres server unreachable (${down}): not measured.` };
+    const first = await newThread();
+    log(`new thread + first message: ${first.ratio.toFixed(2)}x of one raw transaction`);
     const rows: Row[] = [];
     for (const workers of COUNTS) {
       for (const { mode, label } of MODES) {
@@ -197,6 +260,12 @@ const suite: Suite = {
           .join(', ')}.`,
         '',
         table,
+        '',
+        'A new thread and its first message, alone (no workers running): 18 round trips and two',
+        'commits (`openThread`: the thread and its `main` branch in one transaction; `save`: the',
+        'message and the head), against 5 round trips and one commit for the raw transaction.',
+        '',
+        comparisonTable([first]),
       ].join('\n'),
     };
   },
