@@ -4,8 +4,8 @@
  *
  *   node pg-turns.js '<Config as JSON>'
  *
- * Prints "ready", waits for "go" on stdin, then runs `turns` turns and prints one JSON line
- * (`Result`). Turn i goes to one of the worker's own threads, every 4th to a shared one. A
+ * Runs 5 untimed warm-up turns on its first own thread, prints "ready", waits for "go" on
+ * stdin, then runs `turns` turns and prints one JSON line (`Result`). Turn i goes to one of the worker's own threads, every 4th to a shared one. A
  * turn holds the thread's run lease (taken again after a jittered 1–4 ms wait while another
  * worker holds it) and saves a user message, makes two state updates and saves a reply:
  * - `cairn`: `@cairn/thread` — `acquireRun`, `save`, `update` x2, `save`, `release`;
@@ -85,6 +85,7 @@ async function graphTurns(c: Config): Promise<{ turn: RunTurn; close: () => Prom
 }
 
 let leaseWaits = 0;
+const WARMUP = 5;
 
 /** `take()` again after a jittered 1–4 ms wait while it fails with CONFLICT (a held lease). */
 async function waitFor<T>(take: () => Promise<T>): Promise<T> {
@@ -101,6 +102,12 @@ async function waitFor<T>(take: () => Promise<T>): Promise<T> {
 
 const c = JSON.parse(process.argv[2]!) as Config;
 const { turn, close } = c.mode === 'cairn' ? await cairnTurns(c) : await graphTurns(c);
+const turnsOn: Record<string, number> = {};
+// Warm-up, untimed (a fresh process runs its first turns cold): on the first own thread.
+for (let i = 0; i < WARMUP; i++) {
+  await turn(c.own[0]!, -1 - i);
+  turnsOn[c.own[0]!] = (turnsOn[c.own[0]!] ?? 0) + 1;
+}
 process.stdout.write('ready\n');
 await new Promise<void>((resolve) => {
   process.stdin.on('data', (d) => {
@@ -108,7 +115,7 @@ await new Promise<void>((resolve) => {
   });
 });
 const latencies: number[] = [];
-const turnsOn: Record<string, number> = {};
+leaseWaits = 0;
 const t0 = performance.now();
 for (let i = 0; i < c.turns; i++) {
   const id =
