@@ -189,7 +189,8 @@ function keyPage<T>(rows: T[], limit: number, key: (row: T) => string): Page<T> 
 }
 
 /** The lease, locked until the session ends (or read, where sessions exclude each other). */
-const lockLease = (s: DriverSession, key: string) => s.lockLease?.(key) ?? s.getLease(key);
+const lockLease = (s: DriverSession, key: string) =>
+  s.lockLease ? s.lockLease(key) : s.getLease(key);
 
 /**
  * Appends version `expected + 1`, or returns null when the branch is missing or at
@@ -512,7 +513,9 @@ class FrontDoor implements Store {
     checkId(branchId, 'branch id');
     const timeoutMs = checkLockOptions(options);
     return this.#write(async (s) => {
-      const b = await (s.lockBranch?.(branchId, timeoutMs) ?? s.getBranchById(branchId));
+      const b = await (s.lockBranch
+        ? s.lockBranch(branchId, timeoutMs)
+        : s.getBranchById(branchId));
       if (!b) throw notFound('branch', branchId);
       return b;
     });

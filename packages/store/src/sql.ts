@@ -164,11 +164,11 @@ export async function withSavepoint<T>(
   await exec(`SAVEPOINT ${name}`);
   try {
     const result = await fn();
-    await exec(`RELEASE ${name}`);
+    await exec(`RELEASE SAVEPOINT ${name}`);
     return result;
   } catch (e) {
-    await exec(`ROLLBACK TO ${name}`);
-    await exec(`RELEASE ${name}`);
+    await exec(`ROLLBACK TO SAVEPOINT ${name}`);
+    await exec(`RELEASE SAVEPOINT ${name}`);
     throw e;
   }
 }
