@@ -110,7 +110,12 @@ function decodeEmbedding(text: string): number[] | null {
   const bytes = Buffer.from(text, 'base64');
   if (bytes.length % 4 !== 0 || bytes.toString('base64') !== text) return null;
   if (BIG_ENDIAN) bytes.swap32();
-  return Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4));
+  // Copied: the bytes' offset in their buffer need not be a multiple of 4.
+  const f = new Float32Array(bytes.length / 4);
+  new Uint8Array(f.buffer).set(bytes);
+  const numbers = new Array<number>(f.length);
+  for (let i = 0; i < f.length; i++) numbers[i] = f[i]!;
+  return numbers;
 }
 
 /**
