@@ -78,7 +78,9 @@ export async function prune(t: Target, o: PruneOptions, io: Io, now = Date.now()
       let n = 0;
       for (const id of threadIds) if (await store.deleteThread(id, { idleSince })) n++;
       const kept = threadIds.length - n;
-      parts.push(`${n} threads${kept ? ` (${kept} touched or deleted meanwhile, left alone)` : ''}`);
+      parts.push(
+        `${n} threads${kept ? ` (${kept} touched or deleted meanwhile, left alone)` : ''}`,
+      );
     }
     io.stdout.write(`deleted ${parts.join(' and ')}\n`);
     return 0;
