@@ -3,6 +3,7 @@
  * turn by turn so a noisy machine slows every saver alike. Turns: `CAIRN_BENCH_LANGGRAPH_TURNS`
  * (default 1000).
  */
+import os from 'node:os';
 import type { BaseMessage } from '@langchain/core/messages';
 import { AIMessage, HumanMessage } from '@langchain/core/messages';
 import {
@@ -123,6 +124,12 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
     historyCpu: null,
     snapshots: 0,
   }));
+  log(
+    `load average at the start: ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}`,
+  );
   for (let i = 1; i <= TURNS; i++) {
     for (let k = 0; k < subjects.length; k++) {
       const input = { messages: [new HumanMessage({ id: `h-${i}`, content: text(i, 'user') })] };
@@ -206,10 +213,66 @@ export const description = [
   "server's own work is not in it).",
 ].join('\n');
 
-export const targets = [
-  'Targets (issue 12): bytes ≤ 1/200 of SqliteSaver and ≤ 1/2 of delta mode, linear (2x turns → ≤ 2.1x bytes);',
-  `ms per invoke at turns ${TURNS - 49}-${TURNS} ≤ the stock saver's; getState ≤ the stock saver's; getStateHistory ≤ 1/2`,
-  "of the stock saver's time; the same on Postgres against PostgresSaver.",
-].join('\n');
+/**
+ * The issue's targets, each checked against this run's figures: Cairn (the last subject) against
+ * the stock saver (`base`) and, when given, LangGraph's delta mode (`delta`).
+ */
+export function targets(
+  subjects: Subject[],
+  results: Measured[],
+  base: number,
+  delta?: number,
+): string {
+  const cairn = results[results.length - 1]!;
+  const b = results[base]!;
+  const [, mid, last] = MARKS as [number, number, number];
+  const stock = subjects[base]!.name;
+  const lines: string[] = [];
+  const check = (met: boolean, target: string, figures: string) =>
+    lines.push(`- ${target}: **${met ? 'met' : 'not met'}** (${figures}).`);
+  const bytes = cairn.bytes.get(last)! / b.bytes.get(last)!;
+  check(
+    bytes <= 1 / 200,
+    `bytes ≤ 1/200 of ${stock}`,
+    `1/${(1 / bytes).toFixed(0)} at ${last} turns`,
+  );
+  if (delta !== undefined) {
+    const d = cairn.bytes.get(last)! / results[delta]!.bytes.get(last)!;
+    check(d <= 1 / 2, `bytes ≤ 1/2 of ${subjects[delta]!.name}`, `${d.toFixed(2)}x`);
+  }
+  const growth = cairn.bytes.get(last)! / cairn.bytes.get(mid)!;
+  check(
+    growth <= 2.1,
+    'linear (2x turns → ≤ 2.1x bytes)',
+    `${growth.toFixed(2)}x from ${mid} to ${last} turns`,
+  );
+  const perInvoke = mean(cairn.perInvoke.slice(-50)) / mean(b.perInvoke.slice(-50));
+  check(
+    perInvoke <= 1,
+    `ms per invoke at turns ${TURNS - 49}-${TURNS} ≤ ${stock}'s`,
+    `${perInvoke.toFixed(2)}x`,
+  );
+  const getState = cairn.getState / b.getState;
+  check(
+    getState <= 1,
+    `getState at ${TURNS} turns ≤ ${stock}'s`,
+    `${getState.toFixed(2)}x warm, ${(cairn.getStateCold / b.getStateCold).toFixed(2)}x through a fresh instance`,
+  );
+  if (cairn.history !== null && b.history !== null) {
+    const history = cairn.history / b.history;
+    const at =
+      HISTORY_AT === TURNS
+        ? 'the whole thread'
+        : `the whole thread at ${HISTORY_AT} turns, not ${TURNS}`;
+    check(
+      history <= 1 / 2,
+      `getStateHistory over ${at} ≤ 1/2 of ${stock}'s time`,
+      `${history.toFixed(2)}x wall, ${(cairn.historyCpu! / b.historyCpu!).toFixed(2)}x CPU of this process`,
+    );
+  } else {
+    lines.push(`- getStateHistory ≤ 1/2 of ${stock}'s time: not measured in this run.`);
+  }
+  return ['Targets (issue 12), against this run:', '', ...lines].join('\n');
+}
 
 export { mb };
