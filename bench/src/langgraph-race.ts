@@ -80,6 +80,8 @@ interface Measured {
   perInvoke: number[];
   getState: number;
   getStateCold: number;
+  /** The 1-minute load average when the race started and ended (the same for every subject). */
+  load: [number, number];
   history: number | null;
   historyCpu: number | null;
   snapshots: number;
@@ -102,15 +104,17 @@ export async function schemaBytes(client: pg.Client, schema: string): Promise<nu
   return Number(rows[0].b);
 }
 
-async function timeIt(fn: () => Promise<unknown>, runs = 3): Promise<number> {
-  const xs: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    await fn();
-    xs.push(performance.now() - t0);
-  }
-  return median(xs);
+async function elapsed(fn: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
 }
+
+/** getState rounds on the saver that wrote the thread, and through a new instance each. */
+const GET_STATE_ROUNDS = 9;
+const FRESH_ROUNDS = 3;
+
+const loadAverage = () => Number(os.loadavg()[0]!.toFixed(1));
 
 export async function race(subjects: Subject[], log: (line: string) => void): Promise<Measured[]> {
   const graphs = subjects.map((s) => chatGraph(s.saver, s.delta));
@@ -120,16 +124,12 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
     perInvoke: [],
     getState: 0,
     getStateCold: 0,
+    load: [loadAverage(), 0],
     history: null,
     historyCpu: null,
     snapshots: 0,
   }));
-  log(
-    `load average at the start: ${os
-      .loadavg()
-      .map((x) => x.toFixed(1))
-      .join(' ')}`,
-  );
+  log(`load average at the start: ${out[0]!.load[0]}`);
   for (let i = 1; i <= TURNS; i++) {
     for (let k = 0; k < subjects.length; k++) {
       const input = { messages: [new HumanMessage({ id: `h-${i}`, content: text(i, 'user') })] };
@@ -161,10 +161,25 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
       );
     }
   }
+  // Interleaved round by round, as the turns are; the median of each saver's rounds.
+  const warm = subjects.map((): number[] => []);
+  const cold = subjects.map((): number[] => []);
+  for (let round = 0; round < GET_STATE_ROUNDS; round++) {
+    for (let k = 0; k < subjects.length; k++) {
+      warm[k]!.push(await elapsed(() => graphs[k]!.getState(config)));
+    }
+  }
+  for (let round = 0; round < FRESH_ROUNDS; round++) {
+    for (let k = 0; k < subjects.length; k++) {
+      const fresh = chatGraph(await subjects[k]!.reopen(), subjects[k]!.delta);
+      cold[k]!.push(await elapsed(() => fresh.getState(config)));
+    }
+  }
+  const end = loadAverage();
   for (let k = 0; k < subjects.length; k++) {
-    out[k]!.getState = await timeIt(() => graphs[k]!.getState(config));
-    const fresh = chatGraph(await subjects[k]!.reopen(), subjects[k]!.delta);
-    out[k]!.getStateCold = await timeIt(() => fresh.getState(config), 1);
+    out[k]!.getState = median(warm[k]!);
+    out[k]!.getStateCold = median(cold[k]!);
+    out[k]!.load[1] = end;
     log(
       `${subjects[k]!.name}: getState ${ms(out[k]!.getState)} / fresh ${ms(out[k]!.getStateCold)} ms`,
     );
@@ -196,6 +211,10 @@ export function table(subjects: Subject[], results: Measured[], base: number): s
       : '';
   rows.push('');
   rows.push(
+    `Load average (1 minute) at the start / end of this run: ${b.load[0]} / ${b.load[1]} on ${os.cpus().length} cores.`,
+  );
+  rows.push('');
+  rows.push(
     `Cairn / ${subjects[base]!.name}: bytes ${(cairn.bytes.get(last)! / b.bytes.get(last)!).toFixed(4)}x (1/${(b.bytes.get(last)! / cairn.bytes.get(last)!).toFixed(0)}), ` +
       `ms per invoke at turns ${TURNS - 49}-${TURNS} ${(mean(cairn.perInvoke.slice(-50)) / mean(b.perInvoke.slice(-50))).toFixed(2)}x, ` +
       `getState ${(cairn.getState / b.getState).toFixed(2)}x${historyRatio}.`,
@@ -207,8 +226,9 @@ export const description = [
   `One \`StateGraph(MessagesAnnotation)\` chat agent with one node (a deterministic fake model), ${TURNS} turns`,
   'of a ~300-byte question and a ~300-byte reply, the savers interleaved turn by turn in one process.',
   "Bytes: the SQLite file after a WAL checkpoint, or every table of the saver's Postgres schema",
-  '(`pg_total_relation_size`). getState: median of 3 at the last turn on the saver that wrote the thread,',
-  `then once through a new saver instance. getStateHistory reads the whole thread as it is after turn ${HISTORY_AT},`,
+  `(\`pg_total_relation_size\`). getState: the median of ${GET_STATE_ROUNDS} at the last turn on the saver that wrote`,
+  `the thread, and of ${FRESH_ROUNDS} through a new saver instance each, the savers taking turns round by round.`,
+  `getStateHistory reads the whole thread as it is after turn ${HISTORY_AT},`,
   "one saver after the other; its CPU time is this process's (the SQLite savers run in it; a Postgres",
   "server's own work is not in it).",
 ].join('\n');
