@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { AsyncLock } from '@cairn/core';
+import { withSavepoint } from '@cairn/store/adapter';
 
 export type Row = Record<string, unknown>;
 
@@ -159,18 +160,8 @@ function holding(session: Session): Session {
 function inTransaction(session: Session, depth = 0): Queryable {
   return {
     ...session,
-    async transaction(fn) {
-      const name = `cairn_sp_${depth}`;
-      await session.exec(`SAVEPOINT ${name}`);
-      try {
-        const result = await fn(inTransaction(session, depth + 1));
-        await session.exec(`RELEASE SAVEPOINT ${name}`);
-        return result;
-      } catch (e) {
-        await session.exec(`ROLLBACK TO SAVEPOINT ${name}`);
-        throw e;
-      }
-    },
+    transaction: (fn) =>
+      withSavepoint(session.exec, `cairn_sp_${depth}`, () => fn(inTransaction(session, depth + 1))),
   };
 }
 
