@@ -187,7 +187,7 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
   return out;
 }
 
-export function table(subjects: Subject[], results: Measured[], base: number): string {
+export function table(subjects: Subject[], results: Measured[]): string {
   const rows = [
     `| saver | MB at ${MARKS.join(' / ')} turns | ${MARKS[2]}/${MARKS[1]} bytes | ms per invoke, turns 1-50 → ${TURNS - 49}-${TURNS} | getState at ${TURNS} (warm / fresh instance) | getStateHistory, whole thread at ${HISTORY_AT} turns: wall (CPU of this process), snapshots |`,
     '| --- | --- | ---: | --- | --- | --- |',
@@ -202,22 +202,9 @@ export function table(subjects: Subject[], results: Measured[], base: number): s
       `| ${s.name} | ${MARKS.map((m) => mb(r.bytes.get(m)!)).join(' / ')} | ${(r.bytes.get(MARKS[2]!)! / r.bytes.get(MARKS[1]!)!).toFixed(2)}x | ${ms(mean(r.perInvoke.slice(0, 50)))} → ${ms(mean(r.perInvoke.slice(-50)))} | ${ms(r.getState)} / ${ms(r.getStateCold)} ms | ${history} |`,
     );
   });
-  const cairn = results[results.length - 1]!;
-  const b = results[base]!;
-  const last = MARKS[2]!;
-  const historyRatio =
-    cairn.history !== null && b.history !== null
-      ? `, getStateHistory ${(cairn.history / b.history).toFixed(2)}x (CPU ${(cairn.historyCpu! / b.historyCpu!).toFixed(2)}x)`
-      : '';
   rows.push('');
   rows.push(
-    `Load average (1 minute) at the start / end of this run: ${b.load[0]} / ${b.load[1]} on ${os.cpus().length} cores.`,
-  );
-  rows.push('');
-  rows.push(
-    `Cairn / ${subjects[base]!.name}: bytes ${(cairn.bytes.get(last)! / b.bytes.get(last)!).toFixed(4)}x (1/${(b.bytes.get(last)! / cairn.bytes.get(last)!).toFixed(0)}), ` +
-      `ms per invoke at turns ${TURNS - 49}-${TURNS} ${(mean(cairn.perInvoke.slice(-50)) / mean(b.perInvoke.slice(-50))).toFixed(2)}x, ` +
-      `getState ${(cairn.getState / b.getState).toFixed(2)}x${historyRatio}.`,
+    `Load average (1 minute) at the start / end of this run: ${results[0]!.load[0]} / ${results[0]!.load[1]} on ${os.cpus().length} cores.`,
   );
   return rows.join('\n');
 }

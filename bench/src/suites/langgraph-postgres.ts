@@ -58,7 +58,7 @@ const suite: Suite = {
         markdown: [
           description,
           '',
-          table(subjects, results, 0),
+          table(subjects, results),
           '',
           targets(subjects, results, 0),
         ].join('\n'),

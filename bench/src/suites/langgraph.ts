@@ -63,7 +63,7 @@ const suite: Suite = {
       const markdown = [
         description,
         '',
-        table(subjects, results, 0),
+        table(subjects, results),
         '',
         targets(subjects, results, 0, 1),
       ].join('\n');
