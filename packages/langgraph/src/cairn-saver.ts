@@ -265,10 +265,10 @@ export class CairnSaver extends BaseCheckpointSaver {
     const wantedId = getCheckpointId(config);
     const beforeId = before ? getCheckpointId(before) : '';
     const threadIds = threadId !== undefined ? [threadId] : await this.#langgraphThreads();
-    // Each stored message revived once for the whole listing: the snapshots' lists share it.
-    const revived: Revived = new Map();
     for (const id of threadIds) {
       const thread = this.#thread(id);
+      // Each message revived once for the whole listing: the snapshots' lists share it.
+      const revived: Revived = new Map();
       const logs = await thread.lock.run(() => this.#namespaces(thread));
       for (const log of logs) {
         if (wantedNs !== undefined && log.ns !== wantedNs) continue;
