@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { AsyncLock } from '@cairn/core';
+import { withSavepoint } from '@cairn/store/adapter';
 
 export type Row = Record<string, unknown>;
 
@@ -122,29 +123,56 @@ function pgliteSession(db: PGliteLike): Session {
   };
 }
 
+/**
+ * A transaction's statements with fewer round trips: `BEGIN` and `RELEASE SAVEPOINT` are
+ * held back and sent with the next statement without parameters (`SAVEPOINT`, `COMMIT`), as
+ * one multi-statement query. A held `BEGIN` goes first when a query comes; a held release
+ * may wait past queries, which then run in the savepoint's subtransaction, whose fate is the
+ * enclosing one's either way. `COMMIT` and `ROLLBACK [TO SAVEPOINT]` end every held savepoint
+ * themselves (all held releases are of savepoints made after the one rolled back to, since a
+ * `SAVEPOINT` sends what is held), so their releases are dropped.
+ */
+function holding(session: Session): Session {
+  let held: string[] = [];
+  return {
+    async query(text, params) {
+      if (held[0] === 'BEGIN') {
+        held.shift();
+        await session.exec('BEGIN');
+      }
+      return session.query(text, params);
+    },
+    async exec(text) {
+      if (text === 'BEGIN' || text.startsWith('RELEASE SAVEPOINT')) {
+        held.push(text);
+        return;
+      }
+      if (text === 'COMMIT' || text.startsWith('ROLLBACK'))
+        held = held.filter((h) => h === 'BEGIN');
+      const batch = [...held, text].join('; ');
+      held = [];
+      await session.exec(batch);
+    },
+  };
+}
+
 /** A queryable bound to one connection that is inside a transaction (depth > 0 = savepoints). */
 function inTransaction(session: Session, depth = 0): Queryable {
   return {
     ...session,
-    async transaction(fn) {
-      const name = `cairn_sp_${depth}`;
-      await session.exec(`SAVEPOINT ${name}`);
-      try {
-        const result = await fn(inTransaction(session, depth + 1));
-        await session.exec(`RELEASE SAVEPOINT ${name}`);
-        return result;
-      } catch (e) {
-        await session.exec(`ROLLBACK TO SAVEPOINT ${name}`);
-        throw e;
-      }
-    },
+    transaction: (fn) =>
+      withSavepoint(session.exec, `cairn_sp_${depth}`, () => fn(inTransaction(session, depth + 1))),
   };
 }
 
 /** Thrown-through marker: the connection could not roll back and must not be reused. */
 const UNUSABLE = Symbol('cairn.unusableConnection');
 
-async function runTransaction<T>(session: Session, fn: (q: Queryable) => Promise<T>): Promise<T> {
+async function runTransaction<T>(
+  connection: Session,
+  fn: (q: Queryable) => Promise<T>,
+): Promise<T> {
+  const session = holding(connection);
   await session.exec('BEGIN');
   let result: T;
   try {
@@ -196,7 +224,7 @@ export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
     return {
       ...pgliteSession(client),
       transaction: (fn) =>
-        client.transaction((tx) => fn(inTransaction(pgliteSession(tx as PGliteLike)))),
+        client.transaction((tx) => fn(inTransaction(holding(pgliteSession(tx as PGliteLike))))),
     };
   }
   const session = pgSession(client);

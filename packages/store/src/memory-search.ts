@@ -1,6 +1,9 @@
 import { canSee, type Memory } from '@cairn/core';
 import type { MemoryFilter } from './store.js';
 
+/** The parameters of keyword search's BM25 ranking, in every store that computes it. */
+export const BM25 = Object.freeze({ k1: 1.2, b: 0.75 });
+
 /** Cosine similarity of two vectors of equal length; 0 when either is all zeros. */
 export function cosineSimilarity(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let dot = 0;
