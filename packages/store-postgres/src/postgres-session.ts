@@ -23,7 +23,7 @@ import type {
 } from '@cairn/store/adapter';
 import { BM25, chainSql, memoryFilterSql } from '@cairn/store/adapter';
 import { searchQuery, searchVector } from './keyword-index.js';
-import type { VectorSupport } from './migrations.js';
+import { ident, literal, type VectorSupport } from './migrations.js';
 import type { Queryable, Row } from './queryable.js';
 import {
   BRANCH,
@@ -97,12 +97,13 @@ export class PostgresSession implements DriverSession {
     return this.#q.transaction(fn);
   }
 
-  /** NOTIFY, delivered by Postgres at commit; identical payloads of one transaction fold. */
+  /**
+   * NOTIFY, delivered by Postgres at commit; identical payloads of one transaction fold.
+   * Statements without parameters, so that a pool's transaction sends them with its COMMIT.
+   */
   async publish(payloads: string[]): Promise<void> {
-    await this.#q.query('SELECT pg_notify($1, x) FROM unnest($2::text[]) AS x', [
-      this.#c.channel,
-      payloads,
-    ]);
+    const channel = ident(this.#c.channel);
+    await this.#q.exec(payloads.map((p) => `NOTIFY ${channel}, ${literal(p)}`).join('; '));
   }
 
   // ---------------------------------------------------------------- threads
