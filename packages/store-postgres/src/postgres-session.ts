@@ -250,11 +250,20 @@ export class PostgresSession implements DriverSession {
 
   // ---------------------------------------------------------------- branches
 
-  insertBranch(b: Omit<Branch, 'seq' | 'isActive'>): Promise<Branch | null> {
+  insertBranch(b: Omit<Branch, 'seq'>): Promise<Branch | null> {
     return this.#one(
       `INSERT INTO ${this.#s}.branches (id, thread_id, name, head_message_id, is_active, created_at, fork_message_id, parent_branch_id)
-       VALUES ($1, $2, $3, $4, false, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING ${BRANCH.columns}`,
-      [b.id, b.threadId, b.name, b.headMessageId, b.createdAt, b.forkMessageId, b.parentBranchId],
+       VALUES ($1, $2, $3, $4, $8, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING ${BRANCH.columns}`,
+      [
+        b.id,
+        b.threadId,
+        b.name,
+        b.headMessageId,
+        b.createdAt,
+        b.forkMessageId,
+        b.parentBranchId,
+        b.isActive,
+      ],
       BRANCH.decode,
     );
   }

@@ -262,13 +262,13 @@ class SqliteSession implements DriverSession {
 
   // ---------------------------------------------------------------- branches
 
-  insertBranch(b: Omit<Branch, 'seq' | 'isActive'>): Branch | null {
+  insertBranch(b: Omit<Branch, 'seq'>): Branch | null {
     return this.#returning(
       BRANCHES,
       `INSERT INTO cairn_branches (id, thread_id, name, head_message_id, is_active, created_at, fork_message_id,
-         parent_branch_id) VALUES (@id, @threadId, @name, @headMessageId, 0, @createdAt, @forkMessageId,
+         parent_branch_id) VALUES (@id, @threadId, @name, @headMessageId, @isActive, @createdAt, @forkMessageId,
          @parentBranchId) ON CONFLICT DO NOTHING`,
-      b,
+      { ...b, isActive: b.isActive ? 1 : 0 },
     );
   }
 

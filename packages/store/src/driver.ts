@@ -178,12 +178,13 @@ export interface DriverSession {
   // ---------------------------------------------------------------- branches
 
   /**
-   * Inserts a branch with `isActive: false` whatever `branch.isActive` says (the front
-   * door activates it with `setActiveBranch`). `seq` is ignored: the driver assigns the
-   * next creation number. Returns the branch as stored, or null, writing nothing, when
-   * the id or the (threadId, name) pair is already taken.
+   * Inserts a branch as given: the front door asks for `isActive: true` only where no
+   * other branch of the thread is active (a thread created in the same session), and
+   * otherwise activates it with `setActiveBranch`. `seq` is ignored: the driver assigns
+   * the next creation number. Returns the branch as stored, or null, writing nothing,
+   * when the id or the (threadId, name) pair is already taken.
    */
-  insertBranch(branch: Omit<Branch, 'seq' | 'isActive'>): MaybePromise<Branch | null>;
+  insertBranch(branch: Omit<Branch, 'seq'>): MaybePromise<Branch | null>;
   getBranchById(id: string): MaybePromise<Branch | null>;
   getBranch(threadId: string, name: string): MaybePromise<Branch | null>;
   /** The thread's branches in creation order (`seq` ascending). */

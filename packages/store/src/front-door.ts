@@ -48,6 +48,7 @@ import type {
   StoreListener,
   ThreadPatch,
   ThreadRecords,
+  ThreadWithBranch,
 } from './store.js';
 import {
   checkCachedEmbeddings,
@@ -146,8 +147,8 @@ class Door {
 
   /** Changes as the driver publishes them to other instances: text, naming this one. */
   encode(changes: StoreChange[]): string[] {
-    return changes.map(({ threadId: t, kind: k, branchId: b }) =>
-      JSON.stringify({ o: this.origin, t, k, ...(b ? { b } : {}) }),
+    return changes.map(({ threadId: t, kind: k, branchId: b, headMessageId: h, version: v }) =>
+      JSON.stringify({ o: this.origin, t, k, b, h, v }),
     );
   }
 
@@ -172,10 +173,12 @@ class Door {
 /** A published change, or null for a payload that is not one. */
 function decodeChange(payload: string): { origin: string; change: StoreChange } | null {
   try {
-    const p = JSON.parse(payload) as { o?: unknown; t?: unknown; k?: unknown; b?: unknown };
+    const p = JSON.parse(payload) as Record<string, unknown>;
     if (typeof p.o !== 'string' || typeof p.t !== 'string' || typeof p.k !== 'string') return null;
     const change = { threadId: p.t, kind: p.k as StoreChange['kind'] } as StoreChange;
     if (typeof p.b === 'string') change.branchId = p.b;
+    if (typeof p.h === 'string' || p.h === null) change.headMessageId = p.h;
+    if (typeof p.v === 'number') change.version = p.v;
     return { origin: p.o, change };
   } catch {
     return null;
@@ -216,6 +219,13 @@ async function appendCommit(
   };
   await s.insertStateCommit!(commit);
   return commit;
+}
+
+/** Inserts a checked new thread; `CONFLICT` when its id is taken. */
+async function insertNewThread(s: DriverSession, t: Thread, touch: Touch): Promise<void> {
+  if (!(await s.insertThread(t)))
+    throw conflict(`thread ${show(t.id)} already exists`, { id: t.id });
+  touch({ threadId: t.id, kind: 'thread' });
 }
 
 /** The session of a running `transaction(fn)`: its driver session and what it changed. */
@@ -302,10 +312,26 @@ class FrontDoor implements Store {
     this.#open();
     const t = checkNewThread(input, this.#d.now());
     return this.#write(async (s, touch) => {
-      if (!(await s.insertThread(t)))
-        throw conflict(`thread ${show(t.id)} already exists`, { id: t.id });
-      touch({ threadId: t.id, kind: 'thread' });
+      await insertNewThread(s, t, touch);
       return t;
+    });
+  }
+
+  async createThreadWithBranch(input: NewThread & { branch?: string }): Promise<ThreadWithBranch> {
+    this.#open();
+    const now = this.#d.now();
+    const thread = checkNewThread(input, now);
+    const { activate: _, ...b } = checkNewBranch(
+      { threadId: thread.id, name: input.branch ?? 'main', headMessageId: null },
+      now,
+    );
+    return this.#write(async (s, touch) => {
+      await insertNewThread(s, thread, touch);
+      // The thread is this session's own: no other branch of it can be active.
+      const branch = await s.insertBranch({ ...b, isActive: true });
+      if (!branch) throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });
+      touch({ threadId: thread.id, kind: 'branch', branchId: b.id, headMessageId: null });
+      return { thread, branch };
     });
   }
 
@@ -436,7 +462,7 @@ class FrontDoor implements Store {
       }
       // Made active when asked, or when the thread has no active branch yet.
       const activated = activate || (await s.getActiveBranch(b.threadId)) === null;
-      let branch = await s.insertBranch(b);
+      let branch = await s.insertBranch({ ...b, isActive: false });
       if (!branch) {
         if (await s.getBranchById(b.id))
           throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });
@@ -446,7 +472,12 @@ class FrontDoor implements Store {
         });
       }
       if (activated) branch = (await s.setActiveBranch(b.threadId, b.id))!;
-      touch({ threadId: b.threadId, kind: 'branch', branchId: b.id });
+      touch({
+        threadId: b.threadId,
+        kind: 'branch',
+        branchId: b.id,
+        headMessageId: b.headMessageId,
+      });
       return branch;
     });
   }
@@ -483,7 +514,12 @@ class FrontDoor implements Store {
       const b = await s.getBranchById(branchId);
       if (!b) throw notFound('branch', branchId);
       const active = (await s.setActiveBranch(b.threadId, branchId))!;
-      touch({ threadId: b.threadId, kind: 'branch', branchId });
+      touch({
+        threadId: b.threadId,
+        kind: 'branch',
+        branchId,
+        headMessageId: active.headMessageId,
+      });
       return active;
     });
   }
@@ -500,7 +536,7 @@ class FrontDoor implements Store {
     return this.#write(async (s, touch) => {
       const moved = await s.moveHead(branchId, expectedHeadId, newHeadId);
       if (moved) {
-        touch({ threadId: moved.threadId, kind: 'branch', branchId });
+        touch({ threadId: moved.threadId, kind: 'branch', branchId, headMessageId: newHeadId });
         return moved;
       }
       // The compare-and-set changed nothing: find out why.
@@ -584,7 +620,12 @@ class FrontDoor implements Store {
         expectedVersion,
       );
       if (saved) {
-        touch({ threadId: saved.threadId, kind: 'state', branchId: saved.branchId });
+        touch({
+          threadId: saved.threadId,
+          kind: 'state',
+          branchId: saved.branchId,
+          version: saved.version,
+        });
         return saved;
       }
       const b = await s.getBranchById(c.branchId);
@@ -894,13 +935,12 @@ class FrontDoor implements Store {
     const r = checkThreadRecords(records);
     const threadId = r.thread.id;
     await this.#write(async (s, touch) => {
-      if (!(await s.insertThread(r.thread)))
-        throw conflict(`thread ${show(threadId)} already exists`, { id: threadId });
+      await insertNewThread(s, r.thread, touch);
       const known = await s.lookupMessageBatch(messageBatchLookups(r.messages));
       const planned = planMessageBatch(r.messages, known);
       await s.insertMessages(planned.messages, planned.jumps);
       for (const b of r.branches) {
-        if (!(await s.insertBranch(b)))
+        if (!(await s.insertBranch({ ...b, isActive: false })))
           throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });
       }
       if (r.activeBranchId !== null) await s.setActiveBranch(threadId, r.activeBranchId);
@@ -920,7 +960,6 @@ class FrontDoor implements Store {
           throw conflict(`turn id ${show(t.id)} already exists`, { id: t.id });
         await s.putTurn(t);
       }
-      touch({ threadId, kind: 'thread' });
     });
   }
 

@@ -247,11 +247,11 @@ class MemoryDriver implements Driver, DriverSession {
 
   // ---------------------------------------------------------------- branches
 
-  insertBranch(b: Omit<Branch, 'seq' | 'isActive'>): Branch | null {
+  insertBranch(b: Omit<Branch, 'seq'>): Branch | null {
     if (this.#branches.get(b.id)) return null;
     for (const x of this.#branches.values())
       if (x.threadId === b.threadId && x.name === b.name) return null;
-    const branch: Branch = { ...copy(b), isActive: false, seq: ++this.#seq };
+    const branch: Branch = { ...copy(b), seq: ++this.#seq };
     this.#branches.set(b.id, branch);
     return copy(branch);
   }

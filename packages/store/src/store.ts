@@ -42,6 +42,11 @@ export interface NewThread {
   metadata?: JsonObject;
 }
 
+export interface ThreadWithBranch {
+  thread: Thread;
+  branch: Branch;
+}
+
 export interface ThreadPatch {
   title?: string | null;
   metadata?: JsonObject;
@@ -238,6 +243,10 @@ export interface StoreChange {
   kind: 'thread' | 'messages' | 'branch' | 'checkpoint' | 'state';
   /** The branch that changed, for `branch` and `state`. */
   branchId?: string;
+  /** For `branch`: the branch's head as this change left it. */
+  headMessageId?: string | null;
+  /** For `state`: the version this change appended. */
+  version?: number;
 }
 
 export type StoreListener = (change: StoreChange) => void;
@@ -265,6 +274,12 @@ export interface Store {
 
   // threads
   createThread(input: NewThread): Promise<Thread>;
+  /**
+   * A new thread with its first branch (`main` unless named; empty, active), atomically:
+   * what `createThread` then `createBranch` in one transaction do, in fewer statements.
+   * `CONFLICT` when the thread id is taken.
+   */
+  createThreadWithBranch(input: NewThread & { branch?: string }): Promise<ThreadWithBranch>;
   getThread(id: string): Promise<Thread | null>;
   updateThread(id: string, patch: ThreadPatch): Promise<Thread>;
   /** Newest first. */

@@ -150,20 +150,13 @@ export async function openThread<S extends StateSchema<any> = NoState>(
     async () => {
       const found = threadId === undefined ? null : await store.getThread(threadId);
       if (found) return { record: found, branch: null };
-      return store.transaction(async (tx) => {
-        const record = await tx.createThread({
-          ...(threadId === undefined ? {} : { id: threadId }),
-          resourceId: options.resourceId ?? null,
-          title: options.title ?? null,
-        });
-        const branch = await tx.createBranch({
-          threadId: record.id,
-          name: options.branch ?? 'main',
-          headMessageId: null,
-          activate: true,
-        });
-        return { record, branch };
+      const created = await store.createThreadWithBranch({
+        ...(threadId === undefined ? {} : { id: threadId }),
+        resourceId: options.resourceId ?? null,
+        title: options.title ?? null,
+        branch: options.branch ?? 'main',
       });
+      return { record: created.thread, branch: created.branch };
     },
     { attempts },
   );
@@ -243,6 +236,12 @@ export class CairnThread<S extends StateSchema<any>> {
   #unsubscribe: (() => void) | null = null;
   #closed = false;
   #ownWrites = 0;
+  /**
+   * What the latest change notifications said the active branch's head and state version
+   * are (undefined: not said): a queued refresh that finds them already held, as after
+   * this engine's own writes, skips its read.
+   */
+  #heard: { head?: string | null; version?: number } = {};
 
   /** @internal — use `openThread`. */
   constructor(store: Store, record: ThreadRecord, options: OpenThreadOptions<S>, branch: Branch) {
@@ -326,7 +325,10 @@ export class CairnThread<S extends StateSchema<any>> {
   async history(options: { limit?: number } = {}): Promise<Message[]> {
     this.#assertOpen();
     const fresh = await this.#store.getBranchById(this.#branch.id);
-    if (fresh && fresh.headMessageId !== this.#branch.headMessageId) void this.#queueHeadRefresh();
+    if (fresh && fresh.headMessageId !== this.#branch.headMessageId) {
+      delete this.#heard.head;
+      void this.#queueHeadRefresh();
+    }
     const head = fresh?.headMessageId ?? this.#branch.headMessageId;
     if (head === null) return [];
     return this.#store.getChain(head, options.limit === undefined ? {} : { limit: options.limit });
@@ -1012,7 +1014,10 @@ export class CairnThread<S extends StateSchema<any>> {
         void this.#queueHeadRefresh();
         return;
       case 'branch':
-        if (mine) void this.#queueHeadRefresh();
+        if (mine) {
+          this.#heard.head = change.headMessageId;
+          void this.#queueHeadRefresh();
+        }
         if (
           this.#ownWrites === 0 &&
           change.branchId !== undefined &&
@@ -1028,7 +1033,10 @@ export class CairnThread<S extends StateSchema<any>> {
         }
         return;
       case 'state':
-        if (mine) void this.#queueStateRefresh();
+        if (mine) {
+          this.#heard.version = change.version;
+          this.#queueStateRefresh();
+        }
         return;
       case 'checkpoint':
         if (this.#ownWrites === 0)
@@ -1043,6 +1051,9 @@ export class CairnThread<S extends StateSchema<any>> {
   #queueHeadRefresh(): Promise<void> {
     if (this.#closed) return Promise.resolve();
     return this.#queue.runOnce('head', async () => {
+      const heard = this.#heard.head;
+      delete this.#heard.head;
+      if (heard !== undefined && heard === this.#branch.headMessageId) return;
       const fresh = await this.#store.getBranchById(this.#branch.id);
       if (fresh) this.#setHead(fresh);
     });
@@ -1052,6 +1063,9 @@ export class CairnThread<S extends StateSchema<any>> {
   #queueStateRefresh(): void {
     if (this.#closed) return;
     void this.#queue.runOnce('state', async () => {
+      const heard = this.#heard.version;
+      delete this.#heard.version;
+      if (heard !== undefined && heard <= this.#loaded.version) return;
       if (await this.#catchUp()) {
         this.#emit({
           kind: 'state',
