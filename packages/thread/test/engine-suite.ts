@@ -1,7 +1,7 @@
 import { isCairnError, type Message } from '@cairn/core';
 import type { Store } from '@cairn/store';
 import type { TestStoreKind } from '@cairn/store-postgres/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type CairnThread, openThread, stateAsOf, type ThreadEvent } from '../src/index.js';
 import { Research } from './schema.js';
 
@@ -516,6 +516,30 @@ export function describeThreadEngine(s: TestStoreKind): void {
           ['3'],
           ['4'],
         ]);
+      });
+
+      it('re-reads neither head nor state after its own writes; another engine adopts them', async () => {
+        const reads: string[] = [];
+        const counting: Store = new Proxy(store, {
+          get(target, prop, receiver) {
+            const v = Reflect.get(target, prop, receiver);
+            if (typeof v !== 'function') return v;
+            return (...args: unknown[]) => {
+              if (prop === 'getBranchById' || prop === 'getStateCommits') reads.push(prop);
+              return v.apply(target, args);
+            };
+          },
+        });
+        const t = await openThread(counting, { schema: Research });
+        const other = await open({ threadId: t.id });
+        t.add({ role: 'user', data: 'hi' });
+        await t.save();
+        await t.update({ counter: 1 });
+        await t.close();
+        expect(reads).toEqual([]);
+        await vi.waitFor(() => expect(other.stateVersion).toBe(1));
+        expect(other.head).toBe(t.head);
+        expect(other.state.counter).toBe(1);
       });
 
       it('two engines updating one branch lose nothing: the stale one re-reads and re-applies', async () => {

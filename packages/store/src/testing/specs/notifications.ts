@@ -41,7 +41,7 @@ export function describeNotifications(options: StoreConformanceOptions): void {
       l.stop();
     });
 
-    it('hears a new branch, a moved head and a switch, with the branch id', async () => {
+    it('hears a new branch, a moved head and a switch, with the branch id and its head', async () => {
       const { s, thread, chain, branch } = await setup();
       const l = listen(s, thread.id);
       const side = await s.createBranch({
@@ -49,14 +49,16 @@ export function describeNotifications(options: StoreConformanceOptions): void {
         name: 'side',
         headMessageId: chain[0]!.id,
       });
-      await l.until((c) => c.kind === 'branch' && c.branchId === side.id, 'createBranch');
+      const at = (b: string, head: string | null) => (c: StoreChange) =>
+        c.kind === 'branch' && c.branchId === b && c.headMessageId === head;
+      await l.until(at(side.id, chain[0]!.id), 'createBranch');
       const [tip] = await makeChain(s, thread.id, 1, chain[2]!.id);
       l.heard.length = 0;
       await s.moveHead(branch.id, chain[2]!.id, tip!.id);
-      await l.until((c) => c.kind === 'branch' && c.branchId === branch.id, 'moveHead');
+      await l.until(at(branch.id, tip!.id), 'moveHead');
       l.heard.length = 0;
       await s.setActiveBranch(side.id);
-      await l.until((c) => c.kind === 'branch', 'setActiveBranch');
+      await l.until(at(side.id, chain[0]!.id), 'setActiveBranch');
       l.stop();
     });
 
@@ -71,11 +73,15 @@ export function describeNotifications(options: StoreConformanceOptions): void {
       l.stop();
     });
 
-    it('hears state commits with the branch id', async () => {
+    it('hears state commits with the branch id and the version', async () => {
       const { s, thread, branch } = await setup();
       const l = listen(s, thread.id);
       await s.appendStateCommit({ branchId: branch.id, messageId: null, update: { a: 1 } }, 0);
-      await l.until((c) => c.kind === 'state' && c.branchId === branch.id, 'appendStateCommit');
+      await s.appendStateCommit({ branchId: branch.id, messageId: null, update: { a: 2 } }, 1);
+      await l.until(
+        (c) => c.kind === 'state' && c.branchId === branch.id && c.version === 2,
+        'appendStateCommit',
+      );
       l.stop();
     });
 

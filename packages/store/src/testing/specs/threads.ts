@@ -49,6 +49,44 @@ export function describeThreads(options: StoreConformanceOptions): void {
       expect(await store().getThread(t.id)).toEqual(t);
     });
 
+    describe('createThreadWithBranch', () => {
+      it('creates a thread and its first branch, empty and active, named main by default', async () => {
+        const { thread, branch } = await store().createThreadWithBranch({ title: 'T' });
+        expect(await store().getThread(thread.id)).toEqual(thread);
+        expect(branch).toMatchObject({
+          threadId: thread.id,
+          name: 'main',
+          headMessageId: null,
+          forkMessageId: null,
+          parentBranchId: null,
+          isActive: true,
+        });
+        expect(await store().getActiveBranch(thread.id)).toEqual(branch);
+        expect(await store().listBranches(thread.id)).toEqual([branch]);
+      });
+
+      it('names the branch as asked, also inside a transaction', async () => {
+        const id = newId();
+        const { branch } = await store().transaction((tx) =>
+          tx.createThreadWithBranch({ id, branch: 'draft' }),
+        );
+        expect(await store().getActiveBranch(id)).toEqual(branch);
+        expect(branch.name).toBe('draft');
+      });
+
+      it('writes nothing on a taken thread id (CONFLICT) or a bad branch name (INVALID_ARGUMENT)', async () => {
+        const t = await makeThread(store());
+        await expectCode(() => store().createThreadWithBranch({ id: t.id }), 'CONFLICT');
+        expect(await store().listBranches(t.id)).toEqual([]);
+        const id = newId();
+        await expectCode(
+          () => store().createThreadWithBranch({ id, branch: '' }),
+          'INVALID_ARGUMENT',
+        );
+        expect(await store().getThread(id)).toBeNull();
+      });
+    });
+
     it('rejects an empty id with INVALID_ARGUMENT', async () => {
       await expectCode(() => store().createThread({ id: '' }), 'INVALID_ARGUMENT');
     });
