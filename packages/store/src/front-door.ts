@@ -83,6 +83,7 @@ import {
   checkTurn,
   checkVectorWidth,
   encodeCursor,
+  type MessageDraft,
   messageBatchLookups,
   normalizeNewMemories,
   normalizeNewMessages,
@@ -226,6 +227,20 @@ async function insertNewThread(s: DriverSession, t: Thread, touch: Touch): Promi
   if (!(await s.insertThread(t)))
     throw conflict(`thread ${show(t.id)} already exists`, { id: t.id });
   touch({ threadId: t.id, kind: 'thread' });
+}
+
+/** Stores a checked batch; touches each thread it adds to. */
+async function insertBatch(
+  s: DriverSession,
+  drafts: MessageDraft[],
+  touch: Touch,
+): Promise<Message[]> {
+  const known = await s.lookupMessageBatch(messageBatchLookups(drafts));
+  const planned = planMessageBatch(drafts, known);
+  await s.insertMessages(planned.messages, planned.jumps);
+  for (const threadId of new Set(drafts.map((m) => m.threadId)))
+    touch({ threadId, kind: 'messages' });
+  return planned.messages;
 }
 
 /** The session of a running `transaction(fn)`: its driver session and what it changed. */
@@ -389,13 +404,23 @@ class FrontDoor implements Store {
     this.#open();
     const drafts = normalizeNewMessages(messages, this.#d.now());
     if (drafts.length === 0) return [];
+    return this.#write((s, touch) => insertBatch(s, drafts, touch));
+  }
+
+  async addMessagesOnBranch(
+    branchId: string,
+    expectedHeadId: string | null,
+    messages: NewMessage[],
+  ): Promise<{ messages: Message[]; branch: Branch }> {
+    this.#open();
+    checkId(branchId, 'branch id');
+    if (expectedHeadId !== null) checkId(expectedHeadId, 'expectedHeadId');
+    const drafts = normalizeNewMessages(messages, this.#d.now());
+    if (drafts.length === 0) throw invalidArgument('addMessagesOnBranch needs a message');
     return this.#write(async (s, touch) => {
-      const known = await s.lookupMessageBatch(messageBatchLookups(drafts));
-      const planned = planMessageBatch(drafts, known);
-      await s.insertMessages(planned.messages, planned.jumps);
-      for (const threadId of new Set(drafts.map((m) => m.threadId)))
-        touch({ threadId, kind: 'messages' });
-      return planned.messages;
+      const saved = await insertBatch(s, drafts, touch);
+      const branch = await this.#moveHead(s, touch, branchId, expectedHeadId, saved.at(-1)!.id);
+      return { messages: saved, branch };
     });
   }
 
@@ -533,21 +558,29 @@ class FrontDoor implements Store {
     checkId(branchId, 'branch id');
     if (expectedHeadId !== null) checkId(expectedHeadId, 'expectedHeadId');
     checkId(newHeadId, 'new head id');
-    return this.#write(async (s, touch) => {
-      const moved = await s.moveHead(branchId, expectedHeadId, newHeadId);
-      if (moved) {
-        touch({ threadId: moved.threadId, kind: 'branch', branchId, headMessageId: newHeadId });
-        return moved;
-      }
-      // The compare-and-set changed nothing: find out why.
-      const b = await s.getBranchById(branchId);
-      if (!b) throw notFound('branch', branchId);
-      await this.#messageIn(s, b.threadId, newHeadId);
-      throw conflict(
-        `branch ${show(b.name)} head is ${show(b.headMessageId)}, not ${show(expectedHeadId)}`,
-        { branchId, expected: expectedHeadId, actual: b.headMessageId },
-      );
-    });
+    return this.#write((s, touch) => this.#moveHead(s, touch, branchId, expectedHeadId, newHeadId));
+  }
+
+  async #moveHead(
+    s: DriverSession,
+    touch: Touch,
+    branchId: string,
+    expectedHeadId: string | null,
+    newHeadId: string,
+  ): Promise<Branch> {
+    const moved = await s.moveHead(branchId, expectedHeadId, newHeadId);
+    if (moved) {
+      touch({ threadId: moved.threadId, kind: 'branch', branchId, headMessageId: newHeadId });
+      return moved;
+    }
+    // The compare-and-set changed nothing: find out why.
+    const b = await s.getBranchById(branchId);
+    if (!b) throw notFound('branch', branchId);
+    await this.#messageIn(s, b.threadId, newHeadId);
+    throw conflict(
+      `branch ${show(b.name)} head is ${show(b.headMessageId)}, not ${show(expectedHeadId)}`,
+      { branchId, expected: expectedHeadId, actual: b.headMessageId },
+    );
   }
 
   async lockBranch(branchId: string, options?: LockOptions): Promise<Branch> {

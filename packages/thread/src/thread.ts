@@ -485,35 +485,27 @@ export class CairnThread<S extends StateSchema<any>> {
         return m;
       });
     let head = this.#branch.headMessageId;
-    let headConflict = false;
+    const branchId = this.#branch.id;
+    const onBranch = (store: Store) => store.addMessagesOnBranch(branchId, head, chainOf(head));
     const stored = await retryOnConflict(
-      (attempt) => {
-        headConflict = false;
-        return this.#write(() =>
-          this.#store.transaction(async (tx) => {
-            // After a lost race, wait in line for the branch: the head read under its lock
-            // cannot move before this transaction commits.
-            if (attempt > 0) {
-              head = (await tx.lockBranch(this.#branch.id, { timeoutMs: this.#lockTimeoutMs }))
-                .headMessageId;
-            }
-            const saved = await tx.addMessages(chainOf(head));
-            try {
-              const moved = await tx.moveHead(this.#branch.id, head, saved[saved.length - 1]!.id);
-              return { saved, moved };
-            } catch (e) {
-              if (isCairnError(e, 'CONFLICT')) headConflict = true;
-              throw e;
-            }
-          }),
-        );
-      },
+      (attempt) =>
+        this.#write(() =>
+          attempt === 0
+            ? onBranch(this.#store)
+            : // After a lost race, wait in line for the branch: the head read under its
+              // lock cannot move before this transaction commits.
+              this.#store.transaction(async (tx) => {
+                head = (await tx.lockBranch(branchId, { timeoutMs: this.#lockTimeoutMs }))
+                  .headMessageId;
+                return onBranch(tx);
+              }),
+        ),
       {
         attempts: options.onConflict === 'fail' ? 1 : this.#attempts,
-        // Only a moved head is retried (re-parented onto the head read under the branch's
-        // lock); any other CONFLICT is the caller's.
+        // Only a moved head (the CONFLICT naming the branch) is retried, re-parented onto
+        // the head read under the branch's lock; any other CONFLICT is the caller's.
         onConflict: async (e, { final }) => {
-          if (!headConflict) throw e;
+          if (e.details.branchId !== branchId) throw e;
           const fresh = await this.#store.getBranchById(this.#branch.id);
           if (!fresh) throw notFound('branch', this.#branch.id);
           if (final) {
@@ -536,16 +528,16 @@ export class CairnThread<S extends StateSchema<any>> {
       },
     );
     this.#pending = this.#pending.filter((p) => !batchIds.has(p.id));
-    this.#branch = { ...stored.moved, isActive: this.#branch.isActive };
+    this.#branch = { ...stored.branch, isActive: this.#branch.isActive };
     this.#emit({
       kind: 'messages',
       threadId: this.#record.id,
       branchId: this.#branch.id,
       headMessageId: this.#branch.headMessageId,
-      messages: stored.saved,
+      messages: stored.messages,
       source: 'local',
     });
-    return stored.saved;
+    return stored.messages;
   }
 
   // ------------------------------------------------------------------ branches

@@ -475,6 +475,56 @@ export function describeBranches(options: StoreConformanceOptions): void {
       });
     });
 
+    describe('addMessagesOnBranch', () => {
+      it('adds the batch and moves the head onto its last message', async () => {
+        const { thread, branch } = await store().createThreadWithBranch({});
+        const first = await store().addMessagesOnBranch(branch.id, null, [
+          { threadId: thread.id, parentId: null, role: 'user', data: 'hi' },
+        ]);
+        const [hi] = first.messages;
+        expect(first.branch).toEqual({ ...branch, headMessageId: hi!.id });
+        const next = await store().addMessagesOnBranch(branch.id, hi!.id, [
+          { threadId: thread.id, parentId: hi!.id, role: 'assistant', data: 'hello' },
+          { threadId: thread.id, parentId: null, role: 'user', data: 'bye' },
+        ]);
+        expect(next.messages.map((m) => m.depth)).toEqual([1, 0]);
+        expect(await store().getBranchById(branch.id)).toEqual(next.branch);
+        expect(next.branch.headMessageId).toBe(next.messages[1]!.id);
+      });
+
+      it('writes nothing when the head moved (CONFLICT naming the branch)', async () => {
+        const { thread, branch } = await store().createThreadWithBranch({});
+        const [root] = await makeChain(store(), thread.id, 1);
+        await store().moveHead(branch.id, null, root!.id);
+        const id = newId();
+        const e = await store()
+          .addMessagesOnBranch(branch.id, null, [
+            { id, threadId: thread.id, parentId: null, role: 'user', data: 'late' },
+          ])
+          .catch((x: unknown) => x);
+        expect(isCairnError(e, 'CONFLICT') && e.details.branchId).toBe(branch.id);
+        expect(await store().getMessage(id)).toBeNull();
+        expect((await store().getBranchById(branch.id))!.headMessageId).toBe(root!.id);
+      });
+
+      it('rejects an empty batch (INVALID_ARGUMENT) and an unknown branch (NOT_FOUND)', async () => {
+        const { thread, branch } = await store().createThreadWithBranch({});
+        await expectCode(
+          () => store().addMessagesOnBranch(branch.id, null, []),
+          'INVALID_ARGUMENT',
+        );
+        const id = newId();
+        await expectCode(
+          () =>
+            store().addMessagesOnBranch(newId(), null, [
+              { id, threadId: thread.id, parentId: null, role: 'user', data: 'x' },
+            ]),
+          'NOT_FOUND',
+        );
+        expect(await store().getMessage(id)).toBeNull();
+      });
+    });
+
     describe('moveHead', () => {
       it('moves the head when the expected head matches, keeping the fork', async () => {
         const { thread, chain } = await threadWithChain(4);
