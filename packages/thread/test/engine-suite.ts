@@ -18,14 +18,14 @@ async function code(p: Promise<unknown> | (() => unknown)): Promise<string> {
 
 const texts = (ms: Message[]) => ms.map((m) => m.data);
 
-/** The same store, but `hook` runs (another writer, say) before each transaction starts. */
-function beforeTransaction(store: Store, hook: () => unknown): Store {
+/** The same store, but `hook` runs (another writer, say) before each save's write starts. */
+function beforeSave(store: Store, hook: () => unknown): Store {
   return new Proxy(store, {
     get(target, prop, receiver) {
-      if (prop === 'transaction') {
-        return async <T>(fn: (tx: Store) => Promise<T>) => {
+      if (prop === 'addMessagesOnBranch') {
+        return async (...args: Parameters<Store['addMessagesOnBranch']>) => {
           await hook();
-          return target.transaction(fn);
+          return target.addMessagesOnBranch(...args);
         };
       }
       const v = Reflect.get(target, prop, receiver);
@@ -212,10 +212,10 @@ export function describeThreadEngine(s: TestStoreKind): void {
         for (const order of ['A2 saved first', 'A2 saved while B saves', 'both at once'] as const) {
           const a = await open();
           await say(a, 'A1');
-          // B opened after A1; its store lets A save A2 just before B's save transaction
+          // B opened after A1; its store lets A save A2 just before B's save writes
           let hook: (() => Promise<unknown>) | null = null;
           const b = await openThread(
-            beforeTransaction(store, () => hook?.()),
+            beforeSave(store, () => hook?.()),
             { schema: Research, threadId: a.id },
           );
           a.add({ role: 'user', data: 'A2' });
@@ -251,7 +251,7 @@ export function describeThreadEngine(s: TestStoreKind): void {
         await say(a, 'A1');
         let hook: (() => Promise<unknown>) | null = null;
         const b = await openThread(
-          beforeTransaction(store, () => hook?.()),
+          beforeSave(store, () => hook?.()),
           { schema: Research, threadId: a.id },
         );
         a.add({ role: 'user', data: 'A2' });
