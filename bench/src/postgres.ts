@@ -17,3 +17,23 @@ export async function postgresUnreachable(): Promise<string | null> {
     await c.end().catch(() => undefined);
   }
 }
+
+/**
+ * Statements sent to a server by this process's pg clients while `fn` runs: each is one
+ * round trip (several statements in one simple query count once, as they travel together).
+ */
+export async function roundTrips(fn: () => unknown): Promise<number> {
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  let n = 0;
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    n++;
+    return original.apply(this, args);
+  };
+  try {
+    await fn();
+  } finally {
+    proto.query = original;
+  }
+  return n;
+}

@@ -9,7 +9,7 @@ import { type CairnThread, openThread, stateAsOf } from '@cairn/thread';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { type Case, type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
-import { postgresUnreachable, POSTGRES_URL as URL } from '../postgres.js';
+import { postgresUnreachable, roundTrips, POSTGRES_URL as URL } from '../postgres.js';
 import { rawSqliteChain } from '../sqlite-chain.js';
 
 const BATCH = 1_000;
@@ -68,8 +68,16 @@ function cases(g: Grown, store: Store, reps: number): Record<string, Case> {
         }
       },
     },
+    // One rewind a run, `reps` times as many runs: the switch back is untimed.
+    [REWIND_ALONE]: {
+      name: '',
+      run: () => g.thread.rewind(middle),
+      after: () => g.thread.switchBranch('main'),
+    },
   };
 }
+
+const REWIND_ALONE = 'rewind to a middle message alone';
 
 /** Each operation on the small thread (baseline) and the long one (subject), per call. */
 async function scaling(
@@ -84,16 +92,19 @@ async function scaling(
   const b = cases(large.g, large.store, reps);
   const rows: Comparison[] = [];
   for (const op of Object.keys(a)) {
+    const alone = op === REWIND_ALONE;
     const r = await compare({
       name: `${label}: ${op}, ms per call`,
       baseline: { ...a[op]!, name: `${small.n.toLocaleString('en')} messages` },
       subject: { ...b[op]!, name: `${large.n.toLocaleString('en')} messages` },
       warmup: 1,
-      runs: 7,
+      runs: alone ? 7 * reps : 7,
     });
     // Per call, not per run of `reps` calls.
-    r.baseline.medianMs /= reps;
-    r.subject.medianMs /= reps;
+    if (!alone) {
+      r.baseline.medianMs /= reps;
+      r.subject.medianMs /= reps;
+    }
     rows.push({
       ...r,
       target: {
@@ -159,6 +170,7 @@ const suite: Suite = {
     const sizes = { sqlite: Number(process.env.LINEAGE_SQLITE_N ?? 100_000), pg: 20_000 };
     const dir = mkdtempSync(join(tmpdir(), 'cairn-lineage-'));
     const rows: Comparison[] = [];
+    let trips: { rewind: number; back: number } | null = null;
     try {
       log(`sqlite: growing 1,000 and ${sizes.sqlite.toLocaleString('en')} messages`);
       const sSmall = createSqliteStore({ path: join(dir, 'small.db') });
@@ -199,6 +211,11 @@ const suite: Suite = {
           const small = { store: pSmall!, n: 1_000, g: await grow(pSmall!, 1_000, log) };
           const large = { store: pLarge!, n: sizes.pg, g: await grow(pLarge!, sizes.pg, log) };
           rows.push(...(await scaling('Postgres server', small, large, 10, null)));
+          const middle = large.g.ids[large.g.ids.length >> 1]!;
+          trips = {
+            rewind: await roundTrips(() => large.g.thread.rewind(middle)),
+            back: await roundTrips(() => large.g.thread.switchBranch('main')),
+          };
           rows.push(await pgWholeChain(pLarge!, schemas[1]!, log));
           for (const x of [small, large]) await x.g.thread.close();
         } finally {
@@ -217,7 +234,8 @@ const suite: Suite = {
         `Threads grown in batches of ${BATCH.toLocaleString('en')} messages with one state update per batch`,
         '(so a state read replays at most one snapshot plus a bounded tail). Baseline: the same call on a',
         '1,000-message thread; the ratio is how much a long thread costs more. Each figure is per call',
-        '(median of 7 runs of 20 calls). Rewind creates a branch each call, so the long thread ends with',
+        '(median of 7 runs of 20 calls; the rewind alone: median of 140 runs of one call, each followed by an',
+        'untimed switch back). Rewind creates a branch each call, so the long thread ends with',
         'a few hundred branches. Ancestry is answered by jump pointers stored with each message',
         '(O(log depth) index probes, `Store.isAncestor`), the state by the newest commit at or before the',
         "message on the lineage's branches. Before jump pointers (issue 17, same sizes): stateAt of an",
@@ -226,6 +244,9 @@ const suite: Suite = {
           .map((x) => x.toFixed(1))
           .join(', ')} (1, 5, 15 min) — the machine is shared, so Postgres commits (rewind is two`,
         'write transactions: the new branch, then the switch back) carry the wait of a busy disk and CPU.',
+        trips
+          ? `Round trips to the server, counted in the run at ${sizes.pg.toLocaleString('en')} messages: a rewind ${trips.rewind} (one commit), the switch back ${trips.back} (one commit).`
+          : '',
         '',
         comparisonTable(rows),
       ].join('\n'),

@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -6,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import Database from 'better-sqlite3';
 import { median, type Suite } from '../harness.js';
+import { runProcesses } from '../processes.js';
 
 const worker = join(dirname(fileURLToPath(import.meta.url)), '..', 'workers', 'sqlite-writer.js');
 const WRITES = 400;
@@ -15,45 +15,6 @@ interface WorkerResult {
   maxMs: number;
   p99Ms: number;
   ms: number;
-}
-
-/** Starts `n` writer processes, lets them go together, and collects what each measured. */
-async function runWriters(
-  mode: 'cairn' | 'raw',
-  path: string,
-  threadIds: string[],
-): Promise<WorkerResult[]> {
-  const children: ChildProcess[] = [];
-  const results: Promise<WorkerResult>[] = [];
-  const ready: Promise<void>[] = [];
-  for (const threadId of threadIds) {
-    const child = spawn(process.execPath, [worker, mode, path, threadId, String(WRITES)], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    children.push(child);
-    let out = '';
-    let err = '';
-    child.stderr!.on('data', (d) => {
-      err += d;
-    });
-    let onReady!: () => void;
-    ready.push(new Promise<void>((resolve) => (onReady = resolve)));
-    child.stdout!.on('data', (d) => {
-      out += d;
-      if (out.includes('ready')) onReady();
-    });
-    results.push(
-      new Promise((resolve, reject) =>
-        child.on('exit', (code) => {
-          if (code !== 0) reject(new Error(`writer exited with ${code}: ${err}`));
-          else resolve(JSON.parse(out.slice(out.indexOf('{'))) as WorkerResult);
-        }),
-      ),
-    );
-  }
-  await Promise.all(ready);
-  for (const c of children) c.stdin!.write('go\n');
-  return Promise.all(results);
 }
 
 interface Figures {
@@ -83,7 +44,10 @@ async function scenario(
       db.exec('CREATE TABLE bare (id TEXT PRIMARY KEY, thread_id TEXT, data TEXT)');
       db.close();
       const t0 = performance.now();
-      const results = await runWriters(mode, path, threadIds);
+      const results = await runProcesses<WorkerResult>(
+        worker,
+        threadIds.map((id) => [mode, path, id, String(WRITES)]),
+      );
       const wall = performance.now() - t0;
       maxes.push(Math.max(...results.map((r) => r.maxMs)));
       p99s.push(Math.max(...results.map((r) => r.p99Ms)));

@@ -122,6 +122,39 @@ function pgliteSession(db: PGliteLike): Session {
   };
 }
 
+/**
+ * A transaction's statements with fewer round trips: `BEGIN` and `RELEASE SAVEPOINT` are
+ * held back and sent with the next statement without parameters (`SAVEPOINT`, `COMMIT`), as
+ * one multi-statement query. A held `BEGIN` goes first when a query comes; a held release
+ * may wait past queries, which then run in the savepoint's subtransaction, whose fate is the
+ * enclosing one's either way. `COMMIT` and `ROLLBACK [TO SAVEPOINT]` end every held savepoint
+ * themselves (all held releases are of savepoints made after the one rolled back to, since a
+ * `SAVEPOINT` sends what is held), so their releases are dropped.
+ */
+function holding(session: Session): Session {
+  let held: string[] = [];
+  return {
+    async query(text, params) {
+      if (held[0] === 'BEGIN') {
+        held.shift();
+        await session.exec('BEGIN');
+      }
+      return session.query(text, params);
+    },
+    async exec(text) {
+      if (text === 'BEGIN' || text.startsWith('RELEASE SAVEPOINT')) {
+        held.push(text);
+        return;
+      }
+      if (text === 'COMMIT' || text.startsWith('ROLLBACK'))
+        held = held.filter((h) => h === 'BEGIN');
+      const batch = [...held, text].join('; ');
+      held = [];
+      await session.exec(batch);
+    },
+  };
+}
+
 /** A queryable bound to one connection that is inside a transaction (depth > 0 = savepoints). */
 function inTransaction(session: Session, depth = 0): Queryable {
   return {
@@ -144,7 +177,11 @@ function inTransaction(session: Session, depth = 0): Queryable {
 /** Thrown-through marker: the connection could not roll back and must not be reused. */
 const UNUSABLE = Symbol('cairn.unusableConnection');
 
-async function runTransaction<T>(session: Session, fn: (q: Queryable) => Promise<T>): Promise<T> {
+async function runTransaction<T>(
+  connection: Session,
+  fn: (q: Queryable) => Promise<T>,
+): Promise<T> {
+  const session = holding(connection);
   await session.exec('BEGIN');
   let result: T;
   try {
@@ -196,7 +233,7 @@ export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
     return {
       ...pgliteSession(client),
       transaction: (fn) =>
-        client.transaction((tx) => fn(inTransaction(pgliteSession(tx as PGliteLike)))),
+        client.transaction((tx) => fn(inTransaction(holding(pgliteSession(tx as PGliteLike))))),
     };
   }
   const session = pgSession(client);

@@ -364,7 +364,8 @@ class FrontDoor implements Store {
         // A branch of another thread is not a parent this thread can have.
         if (parent?.threadId !== b.threadId) throw notFound('parent branch', b.parentBranchId);
       }
-      const first = (await s.getActiveBranch(b.threadId)) === null;
+      // Made active when asked, or when the thread has no active branch yet.
+      const activated = activate || (await s.getActiveBranch(b.threadId)) === null;
       let branch = await s.insertBranch(b);
       if (!branch) {
         if (await s.getBranchById(b.id))
@@ -374,7 +375,7 @@ class FrontDoor implements Store {
           name: b.name,
         });
       }
-      if (first || activate) branch = (await s.setActiveBranch(b.threadId, b.id))!;
+      if (activated) branch = (await s.setActiveBranch(b.threadId, b.id))!;
       touch({ threadId: b.threadId, kind: 'branch', branchId: b.id });
       return branch;
     });
@@ -529,8 +530,9 @@ class FrontDoor implements Store {
     checkId(branchId, 'branch id');
     const { from, to } = checkStateRange(range);
     return this.#read(async (s) => {
-      if (!(await s.getBranchById(branchId))) throw notFound('branch', branchId);
-      return s.getStateCommits(branchId, from, to);
+      const commits = await s.getStateCommits(branchId, from, to);
+      if (commits.length === 0) await this.#requireBranch(s, branchId);
+      return commits;
     });
   }
 
@@ -542,9 +544,18 @@ class FrontDoor implements Store {
     checkId(branchId, 'branch id');
     const q = checkLatestCommitQuery(query);
     return this.#read(async (s) => {
-      if (!(await s.getBranchById(branchId))) throw notFound('branch', branchId);
-      return s.getLatestStateCommit(branchId, q);
+      const latest = await s.getLatestStateCommit(branchId, q);
+      if (latest === null) await this.#requireBranch(s, branchId);
+      return latest;
     });
+  }
+
+  /**
+   * NOT_FOUND unless the branch exists. State reads check only when they found no commit:
+   * a branch's commits go with it, so one found says the branch is there.
+   */
+  async #requireBranch(s: DriverSession, branchId: string): Promise<void> {
+    if (!(await s.getBranchById(branchId))) throw notFound('branch', branchId);
   }
 
   // ---------------------------------------------------------------- turns

@@ -143,20 +143,34 @@ export async function openThread<S extends StateSchema<any> = NoState>(
   }
   const attempts = retryAttempts(options.maxRetries);
   const { threadId } = options;
-  // A CONFLICT on create: another engine created this thread at the same moment.
-  const record = await retryOnConflict(
-    async () =>
-      (threadId === undefined ? null : await store.getThread(threadId)) ??
-      store.createThread({
-        ...(threadId === undefined ? {} : { id: threadId }),
-        resourceId: options.resourceId ?? null,
-        title: options.title ?? null,
-      }),
+  // A new thread and its first branch are one transaction (one commit), and the branch
+  // has no state to read. A CONFLICT: another engine created this thread at the same
+  // moment; the next attempt opens it.
+  const opened = await retryOnConflict(
+    async () => {
+      const found = threadId === undefined ? null : await store.getThread(threadId);
+      if (found) return { record: found, branch: null };
+      return store.transaction(async (tx) => {
+        const record = await tx.createThread({
+          ...(threadId === undefined ? {} : { id: threadId }),
+          resourceId: options.resourceId ?? null,
+          title: options.title ?? null,
+        });
+        const branch = await tx.createBranch({
+          threadId: record.id,
+          name: options.branch ?? 'main',
+          headMessageId: null,
+          activate: true,
+        });
+        return { record, branch };
+      });
+    },
     { attempts },
   );
-  const branch = await openBranch(store, record.id, options.branch, attempts);
+  const { record } = opened;
+  const branch = opened.branch ?? (await openBranch(store, record.id, options.branch, attempts));
   const thread = new CairnThread<S>(store, record, options, branch);
-  await thread.load();
+  await thread.load({ fresh: opened.branch !== null });
   return thread;
 }
 
@@ -243,9 +257,12 @@ export class CairnThread<S extends StateSchema<any>> {
     this.#loaded = initialLoaded(this.#initial());
   }
 
-  /** @internal Loads the active branch's state and starts listening to the store. */
-  async load(): Promise<void> {
-    this.#loaded = await this.#loadBranch(this.#branch);
+  /**
+   * @internal Loads the active branch's state (a `fresh` branch, just created, has none)
+   * and starts listening to the store.
+   */
+  async load(options: { fresh: boolean }): Promise<void> {
+    if (!options.fresh) this.#loaded = await this.#loadBranch(this.#branch);
     this.#unsubscribe = this.#store.subscribe(this.#record.id, (change) =>
       this.#onStoreChange(change),
     );

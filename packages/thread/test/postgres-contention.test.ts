@@ -10,6 +10,7 @@ import { dropSchema, freshSchema, POSTGRES_URL, SKIP_SERVER } from './postgres-s
 const worker = join(dirname(fileURLToPath(import.meta.url)), 'children', 'counter-worker.mjs');
 const Counter = defineState({
   counter: field<number, number>({ reducer: (a, b) => (a ?? 0) + (b ?? 0), default: () => 0 }),
+  last: field<string>(),
 });
 const schema = freshSchema();
 
@@ -62,6 +63,36 @@ describe.skipIf(Boolean(SKIP_SERVER))(
         expect(saved).toHaveLength(processes * turns);
         for (let w = 0; w < processes; w++) {
           expect(saved.filter((d) => d.startsWith(`w${w}-`))).toEqual(
+            Array.from({ length: turns }, (_, i) => `w${w}-${i}`),
+          );
+        }
+      } finally {
+        await store.close();
+      }
+    }, 300_000);
+
+    it('8 processes x 4 turns under the run lease of one thread: every turn whole, in lease order', async () => {
+      const processes = 8;
+      const turns = 4;
+      const store = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
+      try {
+        const shared = await openThread(store, { schema: Counter });
+        await Promise.all(
+          Array.from({ length: processes }, (_, w) =>
+            runWorker([POSTGRES_URL, schema, shared.id, String(w), String(turns), 'leased']),
+          ),
+        );
+        const reread = await openThread(store, { schema: Counter, threadId: shared.id });
+        expect(reread.state.counter).toBe(processes * turns);
+        const versions = (await store.getStateCommits(reread.branchId)).map((c) => c.version);
+        expect(versions).toEqual(Array.from({ length: 2 * processes * turns }, (_, i) => i + 1));
+        // The lease keeps a turn's question and reply together: no other turn in between.
+        const saved = (await reread.history()).map((m) => m.data as string);
+        expect(saved).toHaveLength(2 * processes * turns);
+        for (let i = 0; i < saved.length; i += 2) expect(saved[i]).toBe(`${saved[i + 1]}?`);
+        const replies = saved.filter((_, i) => i % 2 === 1);
+        for (let w = 0; w < processes; w++) {
+          expect(replies.filter((d) => d.startsWith(`w${w}-`))).toEqual(
             Array.from({ length: turns }, (_, i) => `w${w}-${i}`),
           );
         }
