@@ -510,28 +510,15 @@ export class PostgresSession implements DriverSession {
 
   async insertMemories(memories: Memory[]): Promise<Memory[]> {
     const indexed = memories.map((m) => searchVector(m.content.text));
-    // The batch's vectors (one width: the front door checks) travel as one flat float8[],
-    // parsed once, each row taking its slice: an array of per-row array literals is quoted,
-    // then parsed twice, and dominated the load time.
-    let width = 0;
-    const flat: number[] = [];
-    const starts = memories.map((m) => {
-      if (!m.embedding) return null;
-      width = m.embedding.length;
-      const start = flat.length;
-      for (const x of m.embedding) flat.push(x);
-      return start;
-    });
     await this.#q.query(
       `INSERT INTO ${this.#s}.memories (id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata,
          content_hash, embedding, embedding_norm, search, search_len, created_at)
        SELECT id, type, agent_id, entity_id, room_id, world_id, scope, content::jsonb, metadata::jsonb,
-         content_hash, ($16::float8[])[start + 1 : start + $17::int], embedding_norm, search::tsvector,
-         search_len, created_at
+         content_hash, embedding::float8[], embedding_norm, search::tsvector, search_len, created_at
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-         $9::text[], $10::text[], $11::int[], $12::float8[], $13::text[], $14::int[], $15::float8[])
+         $9::text[], $10::text[], $11::text[], $12::float8[], $13::text[], $14::int[], $15::float8[])
          WITH ORDINALITY AS u(id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata,
-           content_hash, start, embedding_norm, search, search_len, created_at, ord)
+           content_hash, embedding, embedding_norm, search, search_len, created_at, ord)
        ORDER BY ord`,
       [
         memories.map((m) => m.id),
@@ -544,13 +531,11 @@ export class PostgresSession implements DriverSession {
         memories.map((m) => JSON.stringify(m.content)),
         memories.map((m) => JSON.stringify(m.metadata)),
         memories.map((m) => m.contentHash),
-        starts,
+        memories.map((m) => (m.embedding ? floatArray(m.embedding) : null)),
         memories.map((m) => (m.embedding ? norm(m.embedding) : null)),
         indexed.map((x) => x.vector),
         indexed.map((x) => x.length),
         memories.map((m) => m.createdAt),
-        flat,
-        width,
       ],
     );
     return memories;
