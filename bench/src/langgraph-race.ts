@@ -3,6 +3,7 @@
  * turn by turn so a noisy machine slows every saver alike. Turns: `CAIRN_BENCH_LANGGRAPH_TURNS`
  * (default 1000).
  */
+import os from 'node:os';
 import type { BaseMessage } from '@langchain/core/messages';
 import { AIMessage, HumanMessage } from '@langchain/core/messages';
 import {
@@ -79,6 +80,8 @@ interface Measured {
   perInvoke: number[];
   getState: number;
   getStateCold: number;
+  /** The 1-minute load average when the race started and ended (the same for every subject). */
+  load: [number, number];
   history: number | null;
   historyCpu: number | null;
   snapshots: number;
@@ -101,15 +104,17 @@ export async function schemaBytes(client: pg.Client, schema: string): Promise<nu
   return Number(rows[0].b);
 }
 
-async function timeIt(fn: () => Promise<unknown>, runs = 3): Promise<number> {
-  const xs: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    await fn();
-    xs.push(performance.now() - t0);
-  }
-  return median(xs);
+async function elapsed(fn: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
 }
+
+/** getState rounds on the saver that wrote the thread, and through a new instance each. */
+const GET_STATE_ROUNDS = 9;
+const FRESH_ROUNDS = 3;
+
+const loadAverage = () => Number(os.loadavg()[0]!.toFixed(1));
 
 export async function race(subjects: Subject[], log: (line: string) => void): Promise<Measured[]> {
   const graphs = subjects.map((s) => chatGraph(s.saver, s.delta));
@@ -119,10 +124,12 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
     perInvoke: [],
     getState: 0,
     getStateCold: 0,
+    load: [loadAverage(), 0],
     history: null,
     historyCpu: null,
     snapshots: 0,
   }));
+  log(`load average at the start: ${out[0]!.load[0]}`);
   for (let i = 1; i <= TURNS; i++) {
     for (let k = 0; k < subjects.length; k++) {
       const input = { messages: [new HumanMessage({ id: `h-${i}`, content: text(i, 'user') })] };
@@ -154,10 +161,25 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
       );
     }
   }
+  // Interleaved round by round, as the turns are; the median of each saver's rounds.
+  const warm = subjects.map((): number[] => []);
+  const cold = subjects.map((): number[] => []);
+  for (let round = 0; round < GET_STATE_ROUNDS; round++) {
+    for (let k = 0; k < subjects.length; k++) {
+      warm[k]!.push(await elapsed(() => graphs[k]!.getState(config)));
+    }
+  }
+  for (let round = 0; round < FRESH_ROUNDS; round++) {
+    for (let k = 0; k < subjects.length; k++) {
+      const fresh = chatGraph(await subjects[k]!.reopen(), subjects[k]!.delta);
+      cold[k]!.push(await elapsed(() => fresh.getState(config)));
+    }
+  }
+  const end = loadAverage();
   for (let k = 0; k < subjects.length; k++) {
-    out[k]!.getState = await timeIt(() => graphs[k]!.getState(config));
-    const fresh = chatGraph(await subjects[k]!.reopen(), subjects[k]!.delta);
-    out[k]!.getStateCold = await timeIt(() => fresh.getState(config), 1);
+    out[k]!.getState = median(warm[k]!);
+    out[k]!.getStateCold = median(cold[k]!);
+    out[k]!.load[1] = end;
     log(
       `${subjects[k]!.name}: getState ${ms(out[k]!.getState)} / fresh ${ms(out[k]!.getStateCold)} ms`,
     );
@@ -165,7 +187,7 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
   return out;
 }
 
-export function table(subjects: Subject[], results: Measured[], base: number): string {
+export function table(subjects: Subject[], results: Measured[]): string {
   const rows = [
     `| saver | MB at ${MARKS.join(' / ')} turns | ${MARKS[2]}/${MARKS[1]} bytes | ms per invoke, turns 1-50 → ${TURNS - 49}-${TURNS} | getState at ${TURNS} (warm / fresh instance) | getStateHistory, whole thread at ${HISTORY_AT} turns: wall (CPU of this process), snapshots |`,
     '| --- | --- | ---: | --- | --- | --- |',
@@ -180,18 +202,9 @@ export function table(subjects: Subject[], results: Measured[], base: number): s
       `| ${s.name} | ${MARKS.map((m) => mb(r.bytes.get(m)!)).join(' / ')} | ${(r.bytes.get(MARKS[2]!)! / r.bytes.get(MARKS[1]!)!).toFixed(2)}x | ${ms(mean(r.perInvoke.slice(0, 50)))} → ${ms(mean(r.perInvoke.slice(-50)))} | ${ms(r.getState)} / ${ms(r.getStateCold)} ms | ${history} |`,
     );
   });
-  const cairn = results[results.length - 1]!;
-  const b = results[base]!;
-  const last = MARKS[2]!;
-  const historyRatio =
-    cairn.history !== null && b.history !== null
-      ? `, getStateHistory ${(cairn.history / b.history).toFixed(2)}x (CPU ${(cairn.historyCpu! / b.historyCpu!).toFixed(2)}x)`
-      : '';
   rows.push('');
   rows.push(
-    `Cairn / ${subjects[base]!.name}: bytes ${(cairn.bytes.get(last)! / b.bytes.get(last)!).toFixed(4)}x (1/${(b.bytes.get(last)! / cairn.bytes.get(last)!).toFixed(0)}), ` +
-      `ms per invoke at turns ${TURNS - 49}-${TURNS} ${(mean(cairn.perInvoke.slice(-50)) / mean(b.perInvoke.slice(-50))).toFixed(2)}x, ` +
-      `getState ${(cairn.getState / b.getState).toFixed(2)}x${historyRatio}.`,
+    `Load average (1 minute) at the start / end of this run: ${results[0]!.load[0]} / ${results[0]!.load[1]} on ${os.cpus().length} cores.`,
   );
   return rows.join('\n');
 }
@@ -200,16 +213,73 @@ export const description = [
   `One \`StateGraph(MessagesAnnotation)\` chat agent with one node (a deterministic fake model), ${TURNS} turns`,
   'of a ~300-byte question and a ~300-byte reply, the savers interleaved turn by turn in one process.',
   "Bytes: the SQLite file after a WAL checkpoint, or every table of the saver's Postgres schema",
-  '(`pg_total_relation_size`). getState: median of 3 at the last turn on the saver that wrote the thread,',
-  `then once through a new saver instance. getStateHistory reads the whole thread as it is after turn ${HISTORY_AT},`,
+  `(\`pg_total_relation_size\`). getState: the median of ${GET_STATE_ROUNDS} at the last turn on the saver that wrote`,
+  `the thread, and of ${FRESH_ROUNDS} through a new saver instance each, the savers taking turns round by round.`,
+  `getStateHistory reads the whole thread as it is after turn ${HISTORY_AT},`,
   "one saver after the other; its CPU time is this process's (the SQLite savers run in it; a Postgres",
   "server's own work is not in it).",
 ].join('\n');
 
-export const targets = [
-  'Targets (issue 12): bytes ≤ 1/200 of SqliteSaver and ≤ 1/2 of delta mode, linear (2x turns → ≤ 2.1x bytes);',
-  `ms per invoke at turns ${TURNS - 49}-${TURNS} ≤ the stock saver's; getState ≤ the stock saver's; getStateHistory ≤ 1/2`,
-  "of the stock saver's time; the same on Postgres against PostgresSaver.",
-].join('\n');
+/**
+ * The issue's targets, each checked against this run's figures: Cairn (the last subject) against
+ * the stock saver (`base`) and, when given, LangGraph's delta mode (`delta`).
+ */
+export function targets(
+  subjects: Subject[],
+  results: Measured[],
+  base: number,
+  delta?: number,
+): string {
+  const cairn = results[results.length - 1]!;
+  const b = results[base]!;
+  const [, mid, last] = MARKS as [number, number, number];
+  const stock = subjects[base]!.name;
+  const lines: string[] = [];
+  const check = (met: boolean, target: string, figures: string) =>
+    lines.push(`- ${target}: **${met ? 'met' : 'not met'}** (${figures}).`);
+  const bytes = cairn.bytes.get(last)! / b.bytes.get(last)!;
+  check(
+    bytes <= 1 / 200,
+    `bytes ≤ 1/200 of ${stock}`,
+    `1/${(1 / bytes).toFixed(0)} at ${last} turns`,
+  );
+  if (delta !== undefined) {
+    const d = cairn.bytes.get(last)! / results[delta]!.bytes.get(last)!;
+    check(d <= 1 / 2, `bytes ≤ 1/2 of ${subjects[delta]!.name}`, `${d.toFixed(2)}x`);
+  }
+  const growth = cairn.bytes.get(last)! / cairn.bytes.get(mid)!;
+  check(
+    growth <= 2.1,
+    'linear (2x turns → ≤ 2.1x bytes)',
+    `${growth.toFixed(2)}x from ${mid} to ${last} turns`,
+  );
+  const perInvoke = mean(cairn.perInvoke.slice(-50)) / mean(b.perInvoke.slice(-50));
+  check(
+    perInvoke <= 1,
+    `ms per invoke at turns ${TURNS - 49}-${TURNS} ≤ ${stock}'s`,
+    `${perInvoke.toFixed(2)}x`,
+  );
+  const getState = cairn.getState / b.getState;
+  check(
+    getState <= 1,
+    `getState at ${TURNS} turns ≤ ${stock}'s`,
+    `${getState.toFixed(2)}x warm, ${(cairn.getStateCold / b.getStateCold).toFixed(2)}x through a fresh instance`,
+  );
+  if (cairn.history !== null && b.history !== null) {
+    const history = cairn.history / b.history;
+    const at =
+      HISTORY_AT === TURNS
+        ? 'the whole thread'
+        : `the whole thread at ${HISTORY_AT} turns, not ${TURNS}`;
+    check(
+      history <= 1 / 2,
+      `getStateHistory over ${at} ≤ 1/2 of ${stock}'s time`,
+      `${history.toFixed(2)}x wall, ${(cairn.historyCpu! / b.historyCpu!).toFixed(2)}x CPU of this process`,
+    );
+  } else {
+    lines.push(`- getStateHistory ≤ 1/2 of ${stock}'s time: not measured in this run.`);
+  }
+  return ['Targets (issue 12), against this run:', '', ...lines].join('\n');
+}
 
 export { mb };

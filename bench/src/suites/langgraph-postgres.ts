@@ -54,7 +54,15 @@ const suite: Suite = {
       log(`Postgres: ${TURNS} turns on ${subjects.map((s) => s.name).join(', ')}`);
       const results = await race(subjects, log);
       for (const s of subjects) await s.close();
-      return { markdown: [description, '', table(subjects, results, 0), '', targets].join('\n') };
+      return {
+        markdown: [
+          description,
+          '',
+          table(subjects, results),
+          '',
+          targets(subjects, results, 0),
+        ].join('\n'),
+      };
     } finally {
       for (const s of schemas)
         await admin.query(`DROP SCHEMA IF EXISTS ${s} CASCADE`).catch(() => {});

@@ -13,7 +13,6 @@ import Database from 'better-sqlite3';
 import type { Suite } from '../harness.js';
 import {
   description,
-  MARKS,
   race,
   type Subject,
   sqliteBytes,
@@ -61,15 +60,12 @@ const suite: Suite = {
       log(`SQLite: ${TURNS} turns on ${subjects.map((s) => s.name).join(', ')}`);
       const results = await race(subjects, log);
       for (const s of subjects) await s.close();
-      const last = MARKS[2]!;
       const markdown = [
         description,
         '',
-        table(subjects, results, 0),
+        table(subjects, results),
         '',
-        `Cairn / LangGraph delta mode: bytes ${(results[2]!.bytes.get(last)! / results[1]!.bytes.get(last)!).toFixed(2)}x.`,
-        '',
-        targets,
+        targets(subjects, results, 0, 1),
       ].join('\n');
       return { markdown };
     } finally {

@@ -287,14 +287,17 @@ function analysis(rows: Row[], a: Alone): string {
   const f = (x: number) => x.toFixed(x >= 10 ? 0 : x >= 1 ? 1 : 2);
   return `### What limits throughput (from this run)
 
-- **One worker: round trips and commits, one after another.** A Cairn turn is ${c1.trips} round
-  trips and 6 commits, each commit waiting for its WAL flush (fsync). On this server a round trip
-  costs ${f(a.roundTripMs)} ms and a one-row commit ${f(a.commitMs)} ms (medians in the run), so a
-  turn cannot take less than ~${f(floor)} ms; it took ${f(c1.p50)} ms (p50). Six of those round
-  trips are the engine re-reading what it just wrote (its own change notifications queue a head
-  or state refresh), and the lease is 9 (read, take, release): the first places to cut.
-- **More workers: the 2 cores.** The workers and the Postgres backends share 2 cores, so
-  throughput stops growing once they are busy: best ${f(best.turnsPerSecond)} turns/s at
+- **One worker: CPU more than waiting.** A Cairn turn is ${c1.trips} round trips and 6 commits
+  (lease taken, save, update, update, save, lease released), each commit waiting for its WAL
+  flush (fsync). On this server an empty round trip (\`SELECT 1\`) took ${f(a.roundTripMs)} ms and a
+  one-row commit ${f(a.commitMs)} ms (medians in the run): ~${f(floor)} ms of waiting in a turn that
+  took ${f(c1.p50)} ms (p50). The rest is CPU: Postgres executing the statements and Node running
+  the engine and the driver, on 2 cores shared with the rest of the machine (load average above).
+  Fewer statements cut both: six of the ${c1.trips} are the engine re-reading what it just wrote
+  (its own change notifications queue a head or state refresh), and the lease is 9 (read, take,
+  release).
+- **More workers: the 2 cores again.** The workers and the Postgres backends share 2 cores,
+  so throughput stops growing once they are busy: best ${f(best.turnsPerSecond)} turns/s at
   ${best.workers} workers (${f(best.turnsPerSecond / c1.turnsPerSecond)}x of one), ${f(c8.turnsPerSecond)}
   at 8, where p99 is ${f(c8.p99)} ms against ${f(c1.p99)} alone. Commits of concurrent
   transactions share a WAL flush (group commit), so fsync is not what stops the scaling here; CPU
@@ -335,6 +338,8 @@ const suite: Suite = {
     const down = await postgresUnreachable();
     if (down) return { markdown: `Postgres server unreachable (${down}): not measured.` };
     const first = await newThread();
+    const waitMs = (trips: number, commits: number) =>
+      (trips * first.roundTripMs + commits * first.commitMs).toFixed(1);
     log(`new thread + first message: ${first.row.ratio.toFixed(2)}x of one raw transaction`);
     const rows: Row[] = [];
     for (const workers of COUNTS) {
@@ -378,7 +383,11 @@ const suite: Suite = {
         `A new thread and its first message, alone (no workers running): ${first.trips.cairn} round trips`,
         'and two commits (`openThread`: the thread and its `main` branch in one transaction; `save`:',
         `the message and the head), against ${first.trips.raw} round trips and one commit for the raw`,
-        'transaction (round trips counted in the run).',
+        'transaction (round trips counted in the run). With the round trip and commit costs measured',
+        `below, the waiting alone is ${waitMs(first.trips.cairn, 2)} ms against ${waitMs(first.trips.raw, 1)} ms: the`,
+        'second commit is most of the gap. One commit would need the thread and its branch written',
+        'with its first message, that is a thread invisible to other processes until its first write',
+        '(not done).',
         '',
         comparisonTable([first.row]),
         '',

@@ -105,6 +105,9 @@ function isMessage(value: JsonValue): boolean {
   return type !== null && role !== 'remove';
 }
 
+/** Message list elements revived during one `list()`, by Cairn message id. */
+type Revived = Map<string, unknown>;
+
 /** The input channel: a graph's input is its value until the first step applies it. */
 const START = '__start__';
 
@@ -264,6 +267,8 @@ export class CairnSaver extends BaseCheckpointSaver {
     const threadIds = threadId !== undefined ? [threadId] : await this.#langgraphThreads();
     for (const id of threadIds) {
       const thread = this.#thread(id);
+      // Each message revived once for the whole listing: the snapshots' lists share it.
+      const revived: Revived = new Map();
       const logs = await thread.lock.run(() => this.#namespaces(thread));
       for (const log of logs) {
         if (wantedNs !== undefined && log.ns !== wantedNs) continue;
@@ -279,7 +284,7 @@ export class CairnSaver extends BaseCheckpointSaver {
             if (limit <= 0) return;
             limit -= 1;
           }
-          yield await this.#tuple(thread, log, record);
+          yield await this.#tuple(thread, log, record, revived);
         }
       }
     }
@@ -806,11 +811,30 @@ export class CairnSaver extends BaseCheckpointSaver {
     }
   }
 
-  async #value(thread: ThreadLogs, ref: StoredValue | StoredList): Promise<unknown> {
+  /**
+   * A stored value. A message list is revived as a whole, or, given `revived`, from the
+   * elements revived so far (each element was serialized on its own by `put`, so reviving it on
+   * its own gives the same value): a new array per call, its elements shared.
+   */
+  async #value(
+    thread: ThreadLogs,
+    ref: StoredValue | StoredList,
+    revived?: Revived,
+  ): Promise<unknown> {
     if (!isStoredList(ref)) return this.#decode(ref, thread);
     const ids = await this.#chainIds(thread, ref);
-    const json = `[${ids.map((id) => nodeJson(thread.nodes.get(id)!)).join(',')}]`;
-    return this.serde.loadsTyped('json', json);
+    if (!revived) {
+      const json = `[${ids.map((id) => nodeJson(thread.nodes.get(id)!)).join(',')}]`;
+      return this.serde.loadsTyped('json', json);
+    }
+    const list: unknown[] = [];
+    for (const id of ids) {
+      if (!revived.has(id)) {
+        revived.set(id, await this.serde.loadsTyped('json', nodeJson(thread.nodes.get(id)!)));
+      }
+      list.push(revived.get(id));
+    }
+    return list;
   }
 
   async #encode(value: unknown): Promise<StoredValue> {
@@ -852,6 +876,7 @@ export class CairnSaver extends BaseCheckpointSaver {
     thread: ThreadLogs,
     log: NamespaceLog,
     record: CheckpointRecord,
+    revived?: Revived,
   ): Promise<CheckpointTuple> {
     const checkpoint = {
       id: record.id,
@@ -862,7 +887,7 @@ export class CairnSaver extends BaseCheckpointSaver {
     for (const [channel, version] of Object.entries(checkpoint.channel_versions ?? {})) {
       const r = resolved.get(channel);
       if (!r || r.r === 0 || r.v !== version) continue;
-      channelValues[channel] = await this.#value(thread, r.r);
+      channelValues[channel] = await this.#value(thread, r.r, revived);
     }
     checkpoint.channel_values = channelValues;
     const pending = log.writes(record.id);

@@ -97,6 +97,28 @@ describe('messages as Cairn messages', () => {
     await saver.store.close();
   });
 
+  it('revives each message once per history: snapshots share messages, never lists', async () => {
+    const db = await kinds[0]!.open();
+    const graph = chatGraph(new CairnSaver(db.store));
+    const config = { configurable: { thread_id: 'shared' } };
+    for (const id of ['h-1', 'h-2']) {
+      await graph.invoke({ messages: [new HumanMessage({ id, content: id })] }, config);
+    }
+    const lists = ((await history(graph, config)) as Array<{ values: { messages?: unknown[] } }>)
+      .map((s) => s.values.messages ?? [])
+      .filter((m) => m.length > 0);
+    // [h-1, ai, h-2, ai], then [h-1, ai, h-2], [h-1, ai] twice (after turn 1, before turn 2), [h-1].
+    expect(lists.map((l) => l.length)).toEqual([4, 3, 2, 2, 1]);
+    for (const list of lists) {
+      for (const [i, m] of list.entries()) expect(m).toBe(lists[0]![i]);
+    }
+    // Each snapshot's list is its own array: changing one leaves the others as they were.
+    expect(new Set(lists).size).toBe(lists.length);
+    lists[2]!.pop();
+    expect(lists[3]).toHaveLength(2);
+    await db.dispose();
+  });
+
   it('stores each message once: the thread is the DAG, forks are branches of it', async () => {
     const db = await kinds[0]!.open();
     const saver = new CairnSaver(db.store);

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { invalidArgument, isCairnError, unavailable } from '@cairn/core';
+import { invalidArgument } from '@cairn/core';
 import type { Store } from '@cairn/store';
-import { createStore } from '@cairn/store/adapter';
+import { asCairnError, checkOneOf, createStore } from '@cairn/store/adapter';
 import pg from 'pg';
 import { ident } from './migrations.js';
 import { type DriverConnection, PostgresDriver } from './postgres-driver.js';
@@ -60,11 +60,13 @@ export async function createPostgresStore(
   connection: PostgresConnection,
   options: PostgresStoreOptions = {},
 ): Promise<Store> {
-  const { schema = 'cairn', vectorSearch = 'auto', maxConnections = 10 } = options;
+  const { schema = 'cairn', maxConnections = 10 } = options;
   if (typeof schema !== 'string' || !schema || Buffer.byteLength(schema) > MAX_IDENTIFIER)
     throw invalidArgument(`schema must be a name of 1 to ${MAX_IDENTIFIER} bytes`, { schema });
-  if (vectorSearch !== 'auto' && vectorSearch !== 'exact')
-    throw invalidArgument(`vectorSearch must be 'auto' or 'exact'`, { vectorSearch });
+  const vectorSearch = checkOneOf('vectorSearch', options.vectorSearch ?? 'auto', [
+    'auto',
+    'exact',
+  ] as const);
   const channelName = `cairn:${schema}`;
   const base = {
     schema,
@@ -115,8 +117,7 @@ export async function createPostgresStore(
   try {
     await driver.open();
   } catch (e) {
-    const why = e instanceof Error ? e.message : String(e);
-    throw isCairnError(e) ? e : unavailable(`could not open the Postgres store: ${why}`, e);
+    throw asCairnError(e, 'could not open the Postgres store');
   }
   return createStore(driver);
 }

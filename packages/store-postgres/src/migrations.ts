@@ -1,11 +1,15 @@
-import { CairnError } from '@cairn/core';
-import { backfillJumps } from '@cairn/store/adapter';
+import { backfillJumps, schemaTooNew } from '@cairn/store/adapter';
 import { searchVector } from './keyword-index.js';
 import type { Queryable } from './queryable.js';
 
 /** A double-quoted SQL identifier. */
 export function ident(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
+}
+
+/** A string literal, read the same whatever `standard_conforming_strings` says. */
+export function literal(text: string): string {
+  return `E'${text.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
 }
 
 /**
@@ -233,13 +237,8 @@ CREATE TABLE IF NOT EXISTS ${s}.cairn_migrations (
       `SELECT max(version) AS v FROM ${s}.cairn_migrations`,
     );
     const current = rows[0]?.v ?? 0;
-    if (current > LATEST_VERSION) {
-      throw new CairnError(
-        'SCHEMA_TOO_NEW',
-        `schema ${s} is at version ${current}, newer than this @cairn/store-postgres knows (${LATEST_VERSION}); upgrade the package`,
-        { details: { schema, version: current, supported: LATEST_VERSION } },
-      );
-    }
+    if (current > LATEST_VERSION)
+      throw schemaTooNew(`schema ${s}`, current, LATEST_VERSION, '@cairn/store-postgres');
     for (let v = current + 1; v <= LATEST_VERSION; v++) {
       const m = MIGRATIONS[v - 1]!;
       await q.exec(m.sql(s));

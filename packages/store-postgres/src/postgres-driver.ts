@@ -1,6 +1,12 @@
-import { CairnError, conflict, newId } from '@cairn/core';
-import type { StoreCapabilities, StoreChange } from '@cairn/store';
-import type { Driver, DriverSession, SessionOptions } from '@cairn/store/adapter';
+import type { CairnError } from '@cairn/core';
+import type { StoreCapabilities } from '@cairn/store';
+import {
+  type Driver,
+  type DriverSession,
+  lockTimeout,
+  type SessionOptions,
+  takenMeanwhile,
+} from '@cairn/store/adapter';
 import pg from 'pg';
 import { listenForChanges } from './change-listener.js';
 import { migrate } from './migrations.js';
@@ -30,7 +36,7 @@ export interface DriverConnection {
 export class PostgresDriver implements Driver {
   readonly #c: DriverConnection;
   readonly #context: SessionContext;
-  #onChange: ((change: StoreChange) => void) | null = null;
+  #onPayload: ((payload: string) => void) | null = null;
   #stopListening: ((unlisten: boolean) => Promise<void>) | null = null;
   #listenClient: pg.Client | null = null;
   #closing = false;
@@ -42,7 +48,6 @@ export class PostgresDriver implements Driver {
       vector: null,
       indexedWidth: null,
       channel: c.channel,
-      origin: newId(),
     };
   }
 
@@ -81,20 +86,15 @@ export class PostgresDriver implements Driver {
 
   /** A unique violation is another writer taking the same id between check and insert. */
   translateError(error: unknown): CairnError | undefined {
-    if (sqlState(error) === '55P03')
-      return new CairnError('TIMEOUT', 'a lock stayed held by another transaction', {
-        cause: error,
-      });
-    if (sqlState(error) !== '23505') return undefined;
-    return conflict('another writer took an id of this call meanwhile; nothing was stored', {
-      constraint: (error as { constraint?: string }).constraint,
-    });
+    if (sqlState(error) === '55P03') return lockTimeout(error);
+    const { constraint } = error as { constraint?: string };
+    return sqlState(error) === '23505' ? takenMeanwhile(error, { constraint }) : undefined;
   }
 
-  listen(onChange: (change: StoreChange) => void): () => void {
-    this.#onChange = onChange;
+  listen(onPayload: (payload: string) => void): () => void {
+    this.#onPayload = onPayload;
     return () => {
-      this.#onChange = null;
+      this.#onPayload = null;
     };
   }
 
@@ -111,9 +111,8 @@ export class PostgresDriver implements Driver {
     client: PgClientLike | PGliteLike,
     run: (sql: string) => Promise<unknown>,
   ): Promise<void> {
-    const deliver = (change: StoreChange) => this.#onChange?.(change);
-    const { channel, origin } = this.#context;
-    this.#stopListening = await listenForChanges(client, run, channel, origin, deliver);
+    const deliver = (payload: string) => this.#onPayload?.(payload);
+    this.#stopListening = await listenForChanges(client, run, this.#context.channel, deliver);
   }
 
   /**

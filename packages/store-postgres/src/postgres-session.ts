@@ -9,7 +9,7 @@ import type {
   Thread,
   Turn,
 } from '@cairn/core';
-import type { EmbeddingSpace, MemoryFilter, StoreChange } from '@cairn/store';
+import type { EmbeddingSpace, MemoryFilter } from '@cairn/store';
 import type {
   DriverSession,
   KeywordCandidate,
@@ -17,21 +17,24 @@ import type {
   MemoryRow,
   MessageBatchLookup,
   MessageJump,
+  SqlTable,
   StateCommitDraft,
   ThreadRow,
 } from '@cairn/store/adapter';
-import { encodeChange } from './change-listener.js';
+import { BM25, chainSql, memoryFilterSql } from '@cairn/store/adapter';
 import { searchQuery, searchVector } from './keyword-index.js';
-import type { VectorSupport } from './migrations.js';
+import { ident, literal, type VectorSupport } from './migrations.js';
 import type { Queryable, Row } from './queryable.js';
 import {
   BRANCH,
   CHECKPOINT,
   COMMIT,
+  EMBEDDING_SPACE,
   floatArray,
   LEASE,
   MEMORY,
   MESSAGE,
+  MESSAGE_LINK,
   norm,
   THREAD,
   TURN,
@@ -46,14 +49,9 @@ export interface SessionContext {
   vector: VectorSupport | null;
   /** The embedding width for which the HNSW index is known to exist. */
   indexedWidth: number | null;
-  /** The NOTIFY channel and this store's origin in the payloads. */
+  /** The NOTIFY channel. */
   channel: string;
-  origin: string;
 }
-
-/** BM25's parameters, the reference store's. */
-const BM25_K1 = 1.2;
-const BM25_B = 0.75;
 
 /** One session's SQL, over a connection (read) or an open transaction (write). */
 export class PostgresSession implements DriverSession {
@@ -76,15 +74,10 @@ export class PostgresSession implements DriverSession {
     return row ? map(row) : null;
   }
 
-  /** The first row of `table` meeting `where`, decoded. */
-  #find<T>(
-    t: { columns: string; decode: (r: Row) => T },
-    table: string,
-    where: string,
-    params: unknown[],
-  ) {
+  /** The first row of `t` meeting `where`, decoded. */
+  #find<T>(t: SqlTable<T>, where: string, params: unknown[]) {
     return this.#one(
-      `SELECT ${t.columns} FROM ${this.#s}.${table} WHERE ${where}`,
+      `SELECT ${t.columns} FROM ${this.#s}.${t.name} WHERE ${where}`,
       params,
       t.decode,
     );
@@ -94,31 +87,33 @@ export class PostgresSession implements DriverSession {
     return (await this.#q.query(sql, params)).rowCount;
   }
 
+  /** Inserts `value` as a row of `t`, the statement ending with `rest` (ON CONFLICT, RETURNING). */
+  #insert<T>(t: SqlTable<T>, value: T, rest: string) {
+    const sql = t.insert(`${this.#s}.${t.name}`, (_, i) => `$${i + 1}`);
+    return this.#q.query(`${sql} ${rest}`, t.values(value));
+  }
+
   savepoint<T>(fn: () => Promise<T>): Promise<T> {
     return this.#q.transaction(fn);
   }
 
-  /** NOTIFY, delivered by Postgres at commit; identical payloads of one transaction fold. */
-  async publish(changes: StoreChange[]): Promise<void> {
-    await this.#q.query('SELECT pg_notify($1, x) FROM unnest($2::text[]) AS x', [
-      this.#c.channel,
-      changes.map((c) => encodeChange(this.#c.origin, c)),
-    ]);
+  /**
+   * NOTIFY, delivered by Postgres at commit; identical payloads of one transaction fold.
+   * Statements without parameters, so that a pool's transaction sends them with its COMMIT.
+   */
+  async publish(payloads: string[]): Promise<void> {
+    const channel = ident(this.#c.channel);
+    await this.#q.exec(payloads.map((p) => `NOTIFY ${channel}, ${literal(p)}`).join('; '));
   }
 
   // ---------------------------------------------------------------- threads
 
   async insertThread(t: Thread): Promise<boolean> {
-    const n = await this.#count(
-      `INSERT INTO ${this.#s}.threads (id, resource_id, title, metadata, created_at, updated_at)
-       VALUES ($1, $2, $3, $4::jsonb, $5, $6) ON CONFLICT (id) DO NOTHING`,
-      [t.id, t.resourceId, t.title, JSON.stringify(t.metadata), t.createdAt, t.updatedAt],
-    );
-    return n > 0;
+    return (await this.#insert(THREAD, t, 'ON CONFLICT (id) DO NOTHING')).rowCount > 0;
   }
 
   getThread(id: string): Promise<Thread | null> {
-    return this.#find(THREAD, 'threads', 'id = $1', [id]);
+    return this.#find(THREAD, 'id = $1', [id]);
   }
 
   updateThread(
@@ -196,13 +191,7 @@ export class PostgresSession implements DriverSession {
     const found: MessageBatchLookup = { threadIds: new Set(), messages: new Map() };
     for (const r of rows) {
       if (r.thread_id === null) found.threadIds.add(r.id as string);
-      else
-        found.messages.set(r.id as string, {
-          threadId: r.thread_id as string,
-          depth: r.depth as number,
-          jumpId: r.jump_id as string | null,
-          jumpDepth: r.jump_depth as number,
-        });
+      else found.messages.set(r.id as string, MESSAGE_LINK.decode(r));
     }
     return found;
   }
@@ -230,7 +219,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getMessage(id: string): Promise<Message | null> {
-    return this.#find(MESSAGE, 'messages', 'id = $1', [id]);
+    return this.#find(MESSAGE, 'id = $1', [id]);
   }
 
   async listMessages(threadId: string): Promise<Message[]> {
@@ -242,24 +231,9 @@ export class PostgresSession implements DriverSession {
   }
 
   async getChain(headId: string, minDepth: number, maxDepth: number): Promise<Message[]> {
-    const s = this.#s;
-    // Up to `maxDepth` by jump pointers (O(log depth) steps), then down parent links to
-    // `minDepth`: the cost is the answer's length, never the chain's.
-    const rows = await this.#rows(
-      `WITH RECURSIVE up AS (
-         SELECT id, parent_id, depth, jump_id, jump_depth FROM ${s}.messages WHERE id = $1
-         UNION ALL
-         SELECT m.id, m.parent_id, m.depth, m.jump_id, m.jump_depth FROM up JOIN ${s}.messages m
-           ON m.id = CASE WHEN up.jump_depth >= $3 AND up.jump_id IS NOT NULL THEN up.jump_id ELSE up.parent_id END
-         WHERE up.depth > $3),
-       chain AS (
-         SELECT ${MESSAGE.columns} FROM ${s}.messages WHERE id = (SELECT id FROM up WHERE depth = $3)
-         UNION ALL
-         SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
-         FROM ${s}.messages m JOIN chain c ON m.id = c.parent_id WHERE c.depth > $2)
-       SELECT ${MESSAGE.columns} FROM chain ORDER BY depth`,
-      [headId, minDepth, maxDepth],
-    );
+    const p = { head: '$1', min: '$2', max: '$3' };
+    const sql = chainSql(`${this.#s}.messages`, MESSAGE.columns, p);
+    const rows = await this.#rows(`${sql} ORDER BY depth`, [headId, minDepth, maxDepth]);
     return rows.map(MESSAGE.decode);
   }
 
@@ -275,11 +249,11 @@ export class PostgresSession implements DriverSession {
   }
 
   getBranchById(id: string): Promise<Branch | null> {
-    return this.#find(BRANCH, 'branches', 'id = $1', [id]);
+    return this.#find(BRANCH, 'id = $1', [id]);
   }
 
   getBranch(threadId: string, name: string): Promise<Branch | null> {
-    return this.#find(BRANCH, 'branches', 'thread_id = $1 AND name = $2', [threadId, name]);
+    return this.#find(BRANCH, 'thread_id = $1 AND name = $2', [threadId, name]);
   }
 
   async listBranches(threadId: string): Promise<Branch[]> {
@@ -291,7 +265,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getActiveBranch(threadId: string): Promise<Branch | null> {
-    return this.#find(BRANCH, 'branches', 'thread_id = $1 AND is_active', [threadId]);
+    return this.#find(BRANCH, 'thread_id = $1 AND is_active', [threadId]);
   }
 
   async setActiveBranch(threadId: string, branchId: string): Promise<Branch | null> {
@@ -328,23 +302,23 @@ export class PostgresSession implements DriverSession {
     await this.#q.query(`SELECT set_config('lock_timeout', $1, true)`, [
       `${Math.max(1, timeoutMs)}ms`,
     ]);
-    return this.#find(BRANCH, 'branches', 'id = $1 FOR NO KEY UPDATE', [branchId]);
+    return this.#find(BRANCH, 'id = $1 FOR NO KEY UPDATE', [branchId]);
   }
 
   // ---------------------------------------------------------------- checkpoints
 
   async putCheckpoint(c: Checkpoint): Promise<Checkpoint> {
-    return (await this.#one(
-      `INSERT INTO ${this.#s}.checkpoints (id, thread_id, name, message_id, created_at) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT (thread_id, name) DO UPDATE SET message_id = EXCLUDED.message_id
+    const { rows } = await this.#insert(
+      CHECKPOINT,
+      c,
+      `ON CONFLICT (thread_id, name) DO UPDATE SET message_id = EXCLUDED.message_id
        RETURNING ${CHECKPOINT.columns}`,
-      [c.id, c.threadId, c.name, c.messageId, c.createdAt],
-      CHECKPOINT.decode,
-    ))!;
+    );
+    return CHECKPOINT.decode(rows[0]!);
   }
 
   getCheckpoint(threadId: string, name: string): Promise<Checkpoint | null> {
-    return this.#find(CHECKPOINT, 'checkpoints', 'thread_id = $1 AND name = $2', [threadId, name]);
+    return this.#find(CHECKPOINT, 'thread_id = $1 AND name = $2', [threadId, name]);
   }
 
   async listCheckpoints(threadId: string): Promise<Checkpoint[]> {
@@ -420,29 +394,17 @@ export class PostgresSession implements DriverSession {
   // ---------------------------------------------------------------- turns
 
   async putTurn(t: Turn): Promise<void> {
-    await this.#q.query(
-      `INSERT INTO ${this.#s}.turns (${TURN.columns})
-       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, $10)
-       ON CONFLICT (id) DO UPDATE SET thread_id = EXCLUDED.thread_id, message_id = EXCLUDED.message_id,
+    await this.#insert(
+      TURN,
+      t,
+      `ON CONFLICT (id) DO UPDATE SET thread_id = EXCLUDED.thread_id, message_id = EXCLUDED.message_id,
          source = EXCLUDED.source, user_id = EXCLUDED.user_id, status = EXCLUDED.status, state = EXCLUDED.state,
          steps = EXCLUDED.steps, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at`,
-      [
-        t.id,
-        t.threadId,
-        t.messageId,
-        t.source,
-        t.userId,
-        t.status,
-        JSON.stringify(t.state),
-        JSON.stringify(t.steps),
-        t.startedAt,
-        t.finishedAt,
-      ],
     );
   }
 
   getTurn(id: string): Promise<Turn | null> {
-    return this.#find(TURN, 'turns', 'id = $1', [id]);
+    return this.#find(TURN, 'id = $1', [id]);
   }
 
   async listTurns(threadId: string, limit: number): Promise<Turn[]> {
@@ -467,11 +429,11 @@ export class PostgresSession implements DriverSession {
   // ---------------------------------------------------------------- leases
 
   lockLease(key: string): Promise<Lease | null> {
-    return this.#find(LEASE, 'leases', 'key = $1 FOR UPDATE', [key]);
+    return this.#find(LEASE, 'key = $1 FOR UPDATE', [key]);
   }
 
   getLease(key: string): Promise<Lease | null> {
-    return this.#find(LEASE, 'leases', 'key = $1', [key]);
+    return this.#find(LEASE, 'key = $1', [key]);
   }
 
   async listLeases(afterKey: string | null, limit: number): Promise<Lease[]> {
@@ -483,19 +445,11 @@ export class PostgresSession implements DriverSession {
   }
 
   async putLease(lease: Lease, insert: boolean): Promise<boolean> {
-    const params = [
-      lease.key,
-      lease.owner,
-      lease.acquiredAt,
-      lease.renewedAt,
-      lease.expiresAt,
-      lease.releasedAt,
-      JSON.stringify(lease.data),
-    ];
-    const sql = insert
-      ? `INSERT INTO ${this.#s}.leases (${LEASE.columns}) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (key) DO NOTHING`
-      : `UPDATE ${this.#s}.leases SET owner = $2, acquired_at = $3, renewed_at = $4, expires_at = $5, released_at = $6, data = $7::jsonb WHERE key = $1`;
-    return (await this.#count(sql, params)) > 0 || !insert;
+    const onConflict = insert
+      ? 'NOTHING'
+      : `UPDATE SET owner = EXCLUDED.owner, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,
+           expires_at = EXCLUDED.expires_at, released_at = EXCLUDED.released_at, data = EXCLUDED.data`;
+    return (await this.#insert(LEASE, lease, `ON CONFLICT (key) DO ${onConflict}`)).rowCount > 0;
   }
 
   // ---------------------------------------------------------------- memories
@@ -542,7 +496,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getMemory(id: string): Promise<Memory | null> {
-    return this.#find(MEMORY, 'memories', 'id = $1', [id]);
+    return this.#find(MEMORY, 'id = $1', [id]);
   }
 
   async replaceMemory(m: Memory): Promise<Memory> {
@@ -617,11 +571,7 @@ export class PostgresSession implements DriverSession {
       // Fewer rows than asked for: the filter admits fewer, or the scan gave up. The
       // exact scan settles it.
       const rows = await this.#hnsw(query, c.vector.schema, dims);
-      if (rows.length === query.count) {
-        return rows
-          .filter((r) => query.minSimilarity === undefined || r.similarity >= query.minSimilarity)
-          .map(toMemoryRow);
-      }
+      if (rows.length === query.count) return rows.map(toMemoryRow);
     }
     const params: unknown[] = [
       floatArray(query.vector),
@@ -648,7 +598,7 @@ export class PostgresSession implements DriverSession {
     query: { vector: number[]; filter: MemoryFilter; count: number },
     v: string,
     dims: number,
-  ): Promise<Array<Row & { similarity: number }>> {
+  ): Promise<Row[]> {
     const sql = hnswSearchSql(this.#s, v, dims, query.vector, query.filter, query.count);
     return this.#q.transaction(async (tq) => {
       await tq.query(
@@ -656,7 +606,7 @@ export class PostgresSession implements DriverSession {
                 set_config('hnsw.max_scan_tuples', '50000', true)`,
         [String(sql.efSearch)],
       );
-      return (await tq.query<Row & { similarity: number }>(sql.text, sql.params)).rows;
+      return (await tq.query(sql.text, sql.params)).rows;
     });
   }
 
@@ -681,7 +631,7 @@ export class PostgresSession implements DriverSession {
          FROM unnest($1::text[], $2::tsquery[]) AS t(lexeme, q) CROSS JOIN stats
            CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM ${m}.memories WHERE search @@ t.q) d)
        SELECT ${MEMORY.columns}, seq,
-         (SELECT sum(terms.idf * tf * ${BM25_K1 + 1} / (tf + ${BM25_K1} * (1 - ${BM25_B} + ${BM25_B} * search_len / stats.avgdl)))
+         (SELECT sum(terms.idf * tf * ${BM25.k1 + 1} / (tf + ${BM25.k1} * (1 - ${BM25.b} + ${BM25.b} * search_len / stats.avgdl)))
           FROM unnest(search) AS u JOIN terms ON terms.lexeme = u.lexeme,
             LATERAL (SELECT array_length(u.positions, 1)::float8 AS tf) f) AS relevance
        FROM ${m}.memories, stats
@@ -693,10 +643,7 @@ export class PostgresSession implements DriverSession {
   }
 
   getEmbeddingSpace(): Promise<EmbeddingSpace | null> {
-    return this.#one(`SELECT embedder_id, dimensions FROM ${this.#s}.embedding_space`, [], (r) => ({
-      embedderId: r.embedder_id as string | null,
-      dimensions: r.dimensions as number,
-    }));
+    return this.#find(EMBEDDING_SPACE, 'true', []);
   }
 
   async setEmbeddingSpace(space: EmbeddingSpace): Promise<void> {
@@ -723,13 +670,11 @@ export class PostgresSession implements DriverSession {
     embedderId: string,
     entries: Array<{ contentHash: string; embedding: number[] }>,
   ): Promise<void> {
-    // One row per hash (the last entry wins), as one statement may not touch a row twice.
-    const last = new Map(entries.map((e) => [e.contentHash, e.embedding]));
     await this.#q.query(
       `INSERT INTO ${this.#s}.embedding_cache (embedder_id, content_hash, embedding)
        SELECT $1, h, e::float8[] FROM unnest($2::text[], $3::text[]) AS u(h, e)
        ON CONFLICT (embedder_id, content_hash) DO UPDATE SET embedding = EXCLUDED.embedding`,
-      [embedderId, [...last.keys()], [...last.values()].map(floatArray)],
+      [embedderId, entries.map((e) => e.contentHash), entries.map((e) => floatArray(e.embedding))],
     );
   }
 }
@@ -753,7 +698,7 @@ export function hnswSearchSql(
   const where = memoryWhere(filter, params);
   const distance = `(embedding::${v}.vector(${dims})) OPERATOR(${v}.<=>) ($1::text::${v}.vector(${dims}))`;
   return {
-    text: `SELECT ${MEMORY.columns}, seq, 1 - (${distance}) AS similarity FROM ${s}.memories
+    text: `SELECT ${MEMORY.columns}, seq FROM ${s}.memories
          WHERE embedding IS NOT NULL AND ${where} ORDER BY ${distance} LIMIT $2`,
     params,
     // Generous: in WASM and on a server alike the scan costs far less than the round
@@ -788,28 +733,16 @@ async function ensureVectorIndex(c: SessionContext, q: Queryable, dims: number):
 }
 
 /** The filter as SQL over the memories table, values appended to `params`. */
-function memoryWhere(f: MemoryFilter, params: unknown[]): string {
-  const p = (value: unknown) => {
-    params.push(value);
-    return `$${params.length}`;
-  };
-  const c: string[] = ['true'];
-  if (f.viewer) {
-    c.push(
-      `((scope = 'private' AND agent_id = ${p(f.viewer.agentId)}::text)` +
-        ` OR (scope = 'room' AND room_id = ${p(f.viewer.roomId ?? null)}::text)` +
-        ` OR (scope = 'shared' AND world_id = ${p(f.viewer.worldId ?? null)}::text))`,
-    );
-  }
-  if (f.agentId !== undefined) c.push(`agent_id = ${p(f.agentId)}::text`);
-  if (f.types) c.push(`type = ANY(${p(f.types)}::text[])`);
-  if (f.scopes) c.push(`scope = ANY(${p(f.scopes)}::text[])`);
-  if (f.entityId !== undefined) c.push(`entity_id = ${p(f.entityId)}::text`);
-  if (f.roomId !== undefined) c.push(`room_id = ${p(f.roomId)}::text`);
-  if (f.worldId !== undefined) c.push(`world_id = ${p(f.worldId)}::text`);
-  if (f.contentHashes) c.push(`content_hash = ANY(${p(f.contentHashes)}::text[])`);
-  if (f.ids) c.push(`id = ANY(${p(f.ids)}::text[])`);
-  if (f.createdAfter !== undefined) c.push(`created_at > ${p(f.createdAfter)}::float8`);
-  if (f.createdBefore !== undefined) c.push(`created_at < ${p(f.createdBefore)}::float8`);
-  return c.join(' AND ');
+function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
+  return memoryFilterSql(filter, {
+    column: (name) => name,
+    value(v) {
+      params.push(v);
+      return `$${params.length}::${typeof v === 'number' ? 'float8' : 'text'}`;
+    },
+    oneOf(column, values) {
+      params.push(values);
+      return `${column} = ANY($${params.length}::text[])`;
+    },
+  });
 }

@@ -8,46 +8,44 @@ import type {
   Thread,
   Turn,
 } from '@cairn/core';
-import type { Row } from './queryable.js';
+import type { EmbeddingSpace } from '@cairn/store';
+import { type MessageLink, SqlTable } from '@cairn/store/adapter';
 
 /**
- * A table's columns and the decoder of its rows into a `@cairn/core` type (snake_case
- * columns to camelCase fields). Timestamps are double precision and JSON is jsonb, so
- * both drivers return numbers and parsed values; bigserial `seq` arrives as a string
- * from pg and a number from PGlite, hence Number().
+ * The tables' columns and row decoders. Timestamps are double precision and JSON is
+ * jsonb, so both clients return numbers and parsed values (JSON, `*`, is sent as text);
+ * bigserial `seq` arrives as a string from pg and a number from PGlite (`#`).
  */
-function table<T>(columns: string): { columns: string; decode: (r: Row) => T } {
-  const fields = columns.split(', ').map((c) => {
-    const name = c.replaceAll('"', '');
-    return [name, name.replace(/_([a-z])/g, (_, l: string) => l.toUpperCase())] as const;
-  });
-  const decode = (r: Row) => {
-    const out: Record<string, unknown> = {};
-    for (const [from, to] of fields) out[to] = from === 'seq' ? Number(r[from]) : r[from];
-    return out as T;
-  };
-  return { columns, decode };
-}
+const table = <T>(name: string, spec: string) => new SqlTable<T>(name, spec, { jsonText: false });
 
-export const THREAD = table<Thread>('id, resource_id, title, metadata, created_at, updated_at');
+export const THREAD = table<Thread>('threads', 'id resourceId title metadata* createdAt updatedAt');
 export const MESSAGE = table<Message>(
-  'id, thread_id, parent_id, role, type, data, created_at, depth',
+  'messages',
+  'id threadId parentId role type data* createdAt depth',
 );
+/** A stored message's place in its thread (`lookupMessageBatch`). */
+export const MESSAGE_LINK = table<MessageLink>('messages', 'threadId depth jumpId jumpDepth');
 export const BRANCH = table<Branch>(
-  'id, thread_id, name, head_message_id, is_active, created_at, fork_message_id, parent_branch_id, seq',
+  'branches',
+  'id threadId name headMessageId isActive createdAt forkMessageId parentBranchId seq#',
 );
-export const CHECKPOINT = table<Checkpoint>('id, thread_id, name, message_id, created_at');
+export const CHECKPOINT = table<Checkpoint>('checkpoints', 'id threadId name messageId createdAt');
 export const COMMIT = table<StateCommit>(
-  'branch_id, thread_id, version, message_id, message_depth, "update", snapshot, created_at',
+  'state_commits',
+  'branchId threadId version messageId messageDepth update* snapshot* createdAt',
 );
 export const TURN = table<Turn>(
-  'id, thread_id, message_id, source, user_id, status, state, steps, started_at, finished_at',
+  'turns',
+  'id threadId messageId source userId status state* steps* startedAt finishedAt',
 );
 export const LEASE = table<Lease>(
-  'key, owner, acquired_at, renewed_at, expires_at, released_at, data',
+  'leases',
+  'key owner acquiredAt renewedAt expiresAt releasedAt data*',
 );
+export const EMBEDDING_SPACE = table<EmbeddingSpace>('embedding_space', 'embedderId dimensions');
 export const MEMORY = table<Memory>(
-  'id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata, content_hash, embedding, created_at',
+  'memories',
+  'id type agentId entityId roomId worldId scope content* metadata* contentHash embedding createdAt',
 );
 
 /** A float8[] literal; JavaScript's shortest round-trip form keeps every bit. */

@@ -16,9 +16,12 @@
  * ```
  */
 import { newId } from '@cairn/core';
-import type { Store } from '@cairn/store';
+import { type TestStoreKind, testStoreKind } from '@cairn/store/testing';
 import pg from 'pg';
 import { createPostgresStore } from './create-postgres-store.js';
+
+// Where they lived first; `@cairn/store/testing` is their home.
+export { type TestStoreKind, testStoreKind };
 
 /** The test server: `CAIRN_POSTGRES_URL`, or the local trust-auth server. */
 export const POSTGRES_TEST_URL =
@@ -70,43 +73,6 @@ export async function dropSchema(schema: string): Promise<void> {
   } finally {
     await client.end();
   }
-}
-
-/** One kind of store a test suite runs on: its name, why it is skipped, how to make and dispose of one. */
-export interface TestStoreKind {
-  name: string;
-  /** Why the suite is skipped (the server is unreachable, say); runs when absent or false. */
-  skip?: string | false;
-  create(): Promise<Store>;
-  /** Closes the store and removes its data. */
-  destroy(store: Store): Promise<void>;
-}
-
-/**
- * A kind of store from `open`, which makes a store and says how to remove its data
- * (`dispose`, run by `destroy` after the store is closed).
- */
-export function testStoreKind(
-  name: string,
-  open: () => Promise<{ store: Store; dispose: () => unknown }>,
-  skip: string | false = false,
-): TestStoreKind {
-  const disposers = new Map<Store, () => unknown>();
-  return {
-    name,
-    skip,
-    async create() {
-      const { store, dispose } = await open();
-      disposers.set(store, dispose);
-      return store;
-    },
-    async destroy(store) {
-      await store.close();
-      const dispose = disposers.get(store);
-      disposers.delete(store);
-      await dispose?.();
-    },
-  };
 }
 
 /**

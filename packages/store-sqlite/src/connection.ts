@@ -1,8 +1,8 @@
 import { realpathSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AsyncLock, CairnError, isCairnError, unavailable } from '@cairn/core';
-import type { StoreChange } from '@cairn/store';
+import { AsyncLock } from '@cairn/core';
+import { asCairnError, lockTimeout } from '@cairn/store/adapter';
 import Database from 'better-sqlite3';
 import * as sqliteVec from 'sqlite-vec';
 import { readSchemaVersion, runMigrations, SCHEMA_VERSION, schemaTooNew } from './migrations.js';
@@ -13,14 +13,13 @@ import type { SqliteDatabase, SqliteStatement } from './sqlite-driver.js';
  * opens on the same file (or the same injected `Database`). better-sqlite3 is synchronous:
  * two connections of one process on one file would wait for each other's locks with the
  * event loop frozen, so one process has one connection per file, and its stores take turns
- * on its lock as calls of one store do.
+ * on its lock as calls of one store do (and, sharing it as their change scope, hear each
+ * other's changes).
  */
 export class Connection {
   readonly db: SqliteDatabase;
   /** Calls run one at a time: a transaction holds this across its awaits. */
   readonly lock = new AsyncLock();
-  /** The stores listening on this connection: a write through one is a change for all. */
-  readonly #listeners = new Set<{ source: object; onChange: (c: StoreChange) => void }>();
   readonly #owns: boolean;
   readonly #key: string | SqliteDatabase;
   #refs = 0;
@@ -46,20 +45,6 @@ export class Connection {
 
   rows(source: string): SqliteStatement {
     return this.sql(source, true);
-  }
-
-  /** Hears the changes committed through every other `source` on this connection. */
-  listen(source: object, onChange: (c: StoreChange) => void): () => void {
-    const listener = { source, onChange };
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
-  }
-
-  /** Tells the other stores on this connection what `source` committed. */
-  broadcast(source: object, changes: readonly StoreChange[]): void {
-    for (const l of [...this.#listeners]) {
-      if (l.source !== source) for (const c of changes) l.onChange(c);
-    }
   }
 
   /** One more store uses this connection; `FULL` from any of them holds for all. */
@@ -147,12 +132,8 @@ export function connect(
     db.pragma('busy_timeout = 0');
   } catch (e) {
     if (!injected && db?.open) db.close();
-    if (isCairnError(e)) throw e;
     const where = injected ? 'the injected database' : JSON.stringify(path);
-    throw (
-      lockTimeout(e) ??
-      unavailable(`cannot open SQLite database ${where}: ${(e as Error).message}`, e)
-    );
+    throw isBusy(e) ? lockTimeout(e) : asCairnError(e, `cannot open SQLite database ${where}`);
   }
   const conn = new Connection(db, !injected, key ?? db);
   if (typeof key === 'string') byPath.set(key, conn);
@@ -165,16 +146,6 @@ export function isBusy(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   return (
     typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
-  );
-}
-
-/** `TIMEOUT` for a lock wait that gave up; undefined for any other error. */
-export function lockTimeout(e: unknown): CairnError | undefined {
-  if (!isBusy(e)) return undefined;
-  return new CairnError(
-    'TIMEOUT',
-    `the database stayed locked by another connection: ${(e as Error).message}`,
-    { cause: e },
   );
 }
 

@@ -1,6 +1,6 @@
 import { invalidArgument } from '@cairn/core';
 import type { Store } from '@cairn/store';
-import { createStore } from '@cairn/store/adapter';
+import { checkOneOf, createStore } from '@cairn/store/adapter';
 import { connect } from './connection.js';
 import type { SqliteDatabase } from './sqlite-driver.js';
 import { SqliteDriver } from './sqlite-store.js';
@@ -52,10 +52,11 @@ export function createSqliteStore(
   source: SqliteStoreSource,
   options: SqliteStoreOptions = {},
 ): Store {
-  const { synchronous = 'NORMAL', busyTimeoutMs = 5000 } = options;
-  if (synchronous !== 'NORMAL' && synchronous !== 'FULL') {
-    throw invalidArgument(`synchronous must be NORMAL or FULL, got ${JSON.stringify(synchronous)}`);
-  }
+  const { busyTimeoutMs = 5000 } = options;
+  const synchronous = checkOneOf('synchronous', options.synchronous ?? 'NORMAL', [
+    'NORMAL',
+    'FULL',
+  ] as const);
   if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
     throw invalidArgument(
       `busyTimeoutMs must be an integer >= 0, got ${JSON.stringify(busyTimeoutMs)}`,

@@ -1,62 +1,24 @@
 import type { Memory, MemoryScope, MemoryType } from '@cairn/core';
 import type { MemoryFilter } from '@cairn/store';
-
-/** A WHERE fragment over `cairn_memories m` and its parameters. */
-export interface SqlFragment {
-  sql: string;
-  params: unknown[];
-}
+import { memoryFilterSql } from '@cairn/store/adapter';
 
 /**
- * The memory filter as SQL, the same rule as `matchesMemoryFilter` (including `canSee`
- * for a viewer), so that searches apply it inside the query. Lists travel as one JSON
- * parameter, so a long `ids` list never meets SQLite's variable limit.
+ * The memory filter over `cairn_memories m`, its values appended to `params`. Lists
+ * travel as one JSON parameter, so a long `ids` list never meets SQLite's variable limit.
  */
-export function memoryFilterSql(filter: MemoryFilter): SqlFragment {
-  const where: string[] = [];
-  const params: unknown[] = [];
-  const list = (column: string, values: readonly string[]) => {
-    if (values.length === 0) where.push('0');
-    else {
-      where.push(`${column} IN (SELECT value FROM json_each(?))`);
+export function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
+  return memoryFilterSql(filter, {
+    column: (name) => `m.${name}`,
+    value(v) {
+      params.push(v);
+      return '?';
+    },
+    oneOf(column, values) {
+      if (values.length === 0) return '0';
       params.push(JSON.stringify(values));
-    }
-  };
-  const { viewer } = filter;
-  if (viewer) {
-    where.push(
-      "((m.scope = 'private' AND m.agent_id = ?) OR (m.scope = 'room' AND m.room_id = ?) OR (m.scope = 'shared' AND m.world_id = ?))",
-    );
-    // `= NULL` is never true, as canSee wants for a viewer outside any room or world.
-    params.push(viewer.agentId, viewer.roomId ?? null, viewer.worldId ?? null);
-  }
-  if (filter.agentId !== undefined) {
-    where.push('m.agent_id = ?');
-    params.push(filter.agentId);
-  }
-  if (filter.types) list('m.type', filter.types);
-  if (filter.scopes) list('m.scope', filter.scopes);
-  for (const [key, column] of [
-    ['entityId', 'm.entity_id'],
-    ['roomId', 'm.room_id'],
-    ['worldId', 'm.world_id'],
-  ] as const) {
-    if (filter[key] !== undefined) {
-      where.push(`${column} = ?`);
-      params.push(filter[key]);
-    }
-  }
-  if (filter.contentHashes) list('m.content_hash', filter.contentHashes);
-  if (filter.ids) list('m.id', filter.ids);
-  if (filter.createdAfter !== undefined) {
-    where.push('m.created_at > ?');
-    params.push(filter.createdAfter);
-  }
-  if (filter.createdBefore !== undefined) {
-    where.push('m.created_at < ?');
-    params.push(filter.createdBefore);
-  }
-  return { sql: where.length === 0 ? '1' : where.join(' AND '), params };
+      return `${column} IN (SELECT value FROM json_each(?))`;
+    },
+  });
 }
 
 /** The memory columns, in the order `memoryFromRow` reads them. */

@@ -1,5 +1,4 @@
-import { CairnError } from '@cairn/core';
-import { backfillJumps } from '@cairn/store/adapter';
+import { backfillJumps, schemaTooNew as tooNew } from '@cairn/store/adapter';
 import type { SqliteDatabase } from './sqlite-driver.js';
 
 /** A step: SQL, or SQL and then work SQL cannot do. */
@@ -188,13 +187,8 @@ export function readSchemaVersion(db: SqliteDatabase): number {
   return row.v ?? 0;
 }
 
-export function schemaTooNew(found: number): CairnError {
-  return new CairnError(
-    'SCHEMA_TOO_NEW',
-    `the database is at schema version ${found}, newer than this @cairn/store-sqlite knows (${SCHEMA_VERSION}); upgrade the package`,
-    { details: { found, supported: SCHEMA_VERSION } },
-  );
-}
+export const schemaTooNew = (found: number) =>
+  tooNew('the database', found, SCHEMA_VERSION, '@cairn/store-sqlite');
 
 /**
  * Brings the schema to `target` (default: the latest), each step in one write

@@ -10,7 +10,7 @@ import type {
   Thread,
   Turn,
 } from '@cairn/core';
-import type { EmbeddingSpace, MemoryFilter, StoreCapabilities, StoreChange } from '@cairn/store';
+import type { EmbeddingSpace, MemoryFilter, StoreCapabilities } from '@cairn/store';
 import type {
   Driver,
   DriverSession,
@@ -20,16 +20,16 @@ import type {
   MessageBatchLookup,
   MessageJump,
   SessionOptions,
-  StateCommitDraft,
   ThreadRow,
 } from '@cairn/store/adapter';
-import { type Connection, isBusy, lockTimeout, untilUnlocked } from './connection.js';
+import { chainSql, lockTimeout, SqlTable, withSavepoint } from '@cairn/store/adapter';
+import { type Connection, isBusy, untilUnlocked } from './connection.js';
 import {
   decodeVector,
   encodeVector,
   MEMORY_COLUMNS,
-  memoryFilterSql,
   memoryFromRow,
+  memoryWhere,
 } from './memory-sql.js';
 import { runMigrations } from './migrations.js';
 
@@ -40,70 +40,25 @@ const json = (v: unknown) => JSON.stringify(v);
 const IN_LIST = 'IN (SELECT value FROM json_each(?))';
 const EMBEDDING_SPACE_KEY = 'embedding_space';
 
-/**
- * A table whose rows read back as a `@cairn/core` type: `columns` selects each field
- * under its own name, `insert` binds them by name from `encode(value)`. Fields are
- * written `name` (column `snake_name`), `name=column`, `name*` (JSON text) or `name?`
- * (a 0/1 flag).
- */
-class Table<T> {
-  readonly name: string;
-  readonly columns: string;
-  readonly insert: string;
-  readonly #json: string[] = [];
-  readonly #flags: string[] = [];
+/** A table of JSON-as-text columns, and its insert binding each field by name. */
+const table = <T>(name: string, spec: string) => new SqlTable<T>(name, spec, { jsonText: true });
+const insertSql = (t: SqlTable<unknown>) => t.insert(t.name, (field) => `@${field}`);
 
-  constructor(name: string, spec: string) {
-    this.name = name;
-    const fields = spec.split(' ').map((f) => {
-      const [, field, column, kind] = /^(\w+)(?:=(\w+))?([*?]?)$/.exec(f)!;
-      if (kind === '*') this.#json.push(field!);
-      if (kind === '?') this.#flags.push(field!);
-      return {
-        field: field!,
-        column: column ?? field!.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`),
-      };
-    });
-    this.columns = fields.map((f) => `${f.column} AS "${f.field}"`).join(', ');
-    this.insert = `INSERT INTO ${name} (${fields.map((f) => f.column).join(', ')})
-      VALUES (${fields.map((f) => `@${f.field}`).join(', ')})`;
-  }
-
-  decode = (row: Fields): T => {
-    for (const f of this.#json) if (row[f] !== null) row[f] = JSON.parse(row[f] as string);
-    for (const f of this.#flags) row[f] = row[f] === 1;
-    return row as T;
-  };
-
-  encode(value: T): Fields {
-    const out = { ...value } as Fields;
-    for (const f of this.#json) if (out[f] !== null) out[f] = json(out[f]);
-    for (const f of this.#flags) out[f] = out[f] ? 1 : 0;
-    return out;
-  }
-}
-
-const THREADS = new Table<Thread>(
-  'cairn_threads',
-  'id resourceId title metadata* createdAt updatedAt',
-);
-const BRANCHES = new Table<Branch>(
+const THREADS = table<Thread>('cairn_threads', 'id resourceId title metadata* createdAt updatedAt');
+const BRANCHES = table<Branch>(
   'cairn_branches',
   'id threadId name headMessageId isActive? createdAt forkMessageId parentBranchId seq',
 );
-const CHECKPOINTS = new Table<Checkpoint>(
-  'cairn_checkpoints',
-  'id threadId name messageId createdAt',
-);
-const COMMITS = new Table<StateCommit>(
+const CHECKPOINTS = table<Checkpoint>('cairn_checkpoints', 'id threadId name messageId createdAt');
+const COMMITS = table<StateCommit>(
   'cairn_state_commits',
   'branchId threadId version messageId messageDepth update=update_json* snapshot* createdAt',
 );
-const TURNS = new Table<Turn>(
+const TURNS = table<Turn>(
   'cairn_turns',
   'id threadId messageId source userId status state* steps* startedAt finishedAt',
 );
-const LEASES = new Table<Lease>(
+const LEASES = table<Lease>(
   'cairn_leases',
   'key owner acquiredAt renewedAt expiresAt releasedAt data*',
 );
@@ -122,7 +77,7 @@ const messageFromRow = (r: Row): Message => ({
 });
 
 /** Memories are read by `memoryFromRow`; this table only writes them. */
-const MEMORIES = new Table<Memory>(
+const MEMORIES = table<Memory>(
   'cairn_memories',
   'id type agentId entityId roomId worldId scope content* text metadata* contentHash embedding createdAt',
 );
@@ -149,20 +104,20 @@ class SqliteSession implements DriverSession {
   }
 
   /** The first row of `table` matching `where`, or null. */
-  #get<T>(table: Table<T>, where: string, ...params: unknown[]): T | null {
-    const r = this.#c.sql(`SELECT ${table.columns} FROM ${table.name} ${where}`).get(...params);
-    return r ? table.decode(r as Fields) : null;
+  #get<T>(t: SqlTable<T>, where: string, ...params: unknown[]): T | null {
+    const r = this.#c.sql(`SELECT ${t.columns} FROM ${t.name} ${where}`).get(...params);
+    return r ? t.decode(r as Fields) : null;
   }
 
-  #list<T>(table: Table<T>, where: string, ...params: unknown[]): T[] {
-    const rows = this.#c.sql(`SELECT ${table.columns} FROM ${table.name} ${where}`).all(...params);
-    return (rows as Fields[]).map(table.decode);
+  #list<T>(t: SqlTable<T>, where: string, ...params: unknown[]): T[] {
+    const rows = this.#c.sql(`SELECT ${t.columns} FROM ${t.name} ${where}`).all(...params);
+    return (rows as Fields[]).map(t.decode);
   }
 
   /** Runs a write with `RETURNING` the row it wrote, or null when it wrote none. */
-  #returning<T>(table: Table<T>, sql: string, ...params: unknown[]): T | null {
-    const r = this.#c.sql(`${sql} RETURNING ${table.columns}`).get(...params);
-    return r ? table.decode(r as Fields) : null;
+  #returning<T>(t: SqlTable<T>, sql: string, ...params: unknown[]): T | null {
+    const r = this.#c.sql(`${sql} RETURNING ${t.columns}`).get(...params);
+    return r ? t.decode(r as Fields) : null;
   }
 
   #raw<T>(sql: string, decode: (r: Row) => T, ...params: unknown[]): T[] {
@@ -176,7 +131,7 @@ class SqliteSession implements DriverSession {
   // ---------------------------------------------------------------- threads
 
   insertThread(t: Thread): boolean {
-    return this.#run(`${THREADS.insert} ON CONFLICT (id) DO NOTHING`, THREADS.encode(t)) === 1;
+    return this.#run(`${insertSql(THREADS)} ON CONFLICT (id) DO NOTHING`, THREADS.encode(t)) === 1;
   }
 
   getThread(id: string): Thread | null {
@@ -204,12 +159,12 @@ class SqliteSession implements DriverSession {
     // Creation order (seq), newest first: stable under clock steps and same-millisecond creates.
     const rows = this.#c
       .sql(
-        `SELECT ${THREADS.columns}, seq AS _seq FROM cairn_threads
+        `SELECT ${THREADS.columns}, seq FROM cairn_threads
           WHERE (@resourceId IS NULL OR resource_id = @resourceId)
             AND (@beforeSeq IS NULL OR seq < @beforeSeq) ORDER BY seq DESC LIMIT @limit`,
       )
-      .all({ resourceId: null, beforeSeq: null, ...q }) as Array<Fields & { _seq: number }>;
-    return rows.map(({ _seq, ...t }) => ({ thread: THREADS.decode(t), seq: _seq }));
+      .all({ resourceId: null, beforeSeq: null, ...q }) as Fields[];
+    return rows.map((r) => ({ thread: THREADS.decode(r), seq: r.seq as number }));
   }
 
   deleteThread(id: string): boolean {
@@ -282,25 +237,9 @@ class SqliteSession implements DriverSession {
   }
 
   getChain(headId: string, minDepth: number, maxDepth: number): Message[] {
-    // Up to `maxDepth` by jump pointers (O(log depth) steps), then down parent links to
-    // `minDepth`: the cost is the answer's length, never the chain's.
     const rows = this.#c
       .rows(
-        `WITH RECURSIVE up (id, parent_id, depth, jump_id, jump_depth) AS (
-           SELECT id, parent_id, depth, jump_id, jump_depth FROM cairn_messages WHERE id = @head
-           UNION ALL
-           SELECT m.id, m.parent_id, m.depth, m.jump_id, m.jump_depth FROM up JOIN cairn_messages m
-             ON m.id = CASE WHEN up.jump_depth >= @max AND up.jump_id IS NOT NULL THEN up.jump_id ELSE up.parent_id END
-            WHERE up.depth > @max
-         ),
-         chain (id, thread_id, parent_id, role, type, data, created_at, depth) AS (
-           SELECT ${MESSAGE_COLUMNS} FROM cairn_messages WHERE id = (SELECT id FROM up WHERE depth = @max)
-           UNION ALL
-           SELECT m.id, m.thread_id, m.parent_id, m.role, m.type, m.data, m.created_at, m.depth
-             FROM chain c JOIN cairn_messages m ON m.id = c.parent_id
-            WHERE c.depth > @min
-         )
-         SELECT ${MESSAGE_COLUMNS} FROM chain`,
+        chainSql('cairn_messages', MESSAGE_COLUMNS, { head: '@head', min: '@min', max: '@max' }),
       )
       .all({ head: headId, min: minDepth, max: maxDepth }) as Row[];
     const out = new Array<Message>(rows.length);
@@ -362,7 +301,7 @@ class SqliteSession implements DriverSession {
   putCheckpoint(c: Checkpoint): Checkpoint {
     return this.#returning(
       CHECKPOINTS,
-      `${CHECKPOINTS.insert} ON CONFLICT (thread_id, name) DO UPDATE SET message_id = excluded.message_id`,
+      `${insertSql(CHECKPOINTS)} ON CONFLICT (thread_id, name) DO UPDATE SET message_id = excluded.message_id`,
       CHECKPOINTS.encode(c),
     )!;
   }
@@ -384,26 +323,8 @@ class SqliteSession implements DriverSession {
 
   // ---------------------------------------------------------------- state
 
-  appendStateCommit(draft: StateCommitDraft, expectedVersion: number): StateCommit | null {
-    // The write transaction holds the file's write lock: read, compare and insert are atomic.
-    const branch = this.getBranchById(draft.branchId);
-    if (!branch || this.latestStateVersion(draft.branchId) !== expectedVersion) return null;
-    let messageDepth: number | null = null;
-    if (draft.messageId !== null) {
-      const m = this.#c
-        .sql('SELECT depth FROM cairn_messages WHERE id = ? AND thread_id = ?')
-        .get(draft.messageId, branch.threadId) as { depth: number } | undefined;
-      if (!m) return null;
-      messageDepth = m.depth;
-    }
-    const saved = {
-      ...draft,
-      threadId: branch.threadId,
-      version: expectedVersion + 1,
-      messageDepth,
-    };
-    this.#run(COMMITS.insert, COMMITS.encode(saved));
-    return saved;
+  insertStateCommit(c: StateCommit): void {
+    this.#run(insertSql(COMMITS), COMMITS.encode(c));
   }
 
   latestStateVersion(branchId: string): number {
@@ -445,7 +366,7 @@ class SqliteSession implements DriverSession {
 
   putTurn(t: Turn): void {
     this.#run(
-      `${TURNS.insert} ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
+      `${insertSql(TURNS)} ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
          message_id = excluded.message_id, source = excluded.source, user_id = excluded.user_id,
          status = excluded.status, state = excluded.state, steps = excluded.steps,
          started_at = excluded.started_at, finished_at = excluded.finished_at`,
@@ -480,17 +401,6 @@ class SqliteSession implements DriverSession {
 
   // ---------------------------------------------------------------- leases
 
-  /** A write session holds the file's write lock already: the row is as good as locked. */
-  lockBranch(branchId: string): Branch | null {
-    // A write session holds the database's write lock (BEGIN IMMEDIATE, waited for up to
-    // the busy timeout): every other writer already waits for it.
-    return this.getBranchById(branchId);
-  }
-
-  lockLease(key: string): Lease | null {
-    return this.getLease(key);
-  }
-
   getLease(key: string): Lease | null {
     return this.#get(LEASES, 'WHERE key = ?', key);
   }
@@ -501,7 +411,8 @@ class SqliteSession implements DriverSession {
       : `UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,
            expires_at = excluded.expires_at, released_at = excluded.released_at, data = excluded.data`;
     return (
-      this.#run(`${LEASES.insert} ON CONFLICT (key) DO ${onConflict}`, LEASES.encode(lease)) === 1
+      this.#run(`${insertSql(LEASES)} ON CONFLICT (key) DO ${onConflict}`, LEASES.encode(lease)) ===
+      1
     );
   }
 
@@ -520,7 +431,7 @@ class SqliteSession implements DriverSession {
   }
 
   insertMemories(memories: Memory[]): Memory[] {
-    const insert = this.#c.sql(MEMORIES.insert);
+    const insert = this.#c.sql(insertSql(MEMORIES));
     for (const m of memories) insert.run(memoryFields(m));
     return memories.map(asStored);
   }
@@ -544,13 +455,13 @@ class SqliteSession implements DriverSession {
   }
 
   listMemories(filter: MemoryFilter, limit: number, order: 'newest' | 'oldest'): Memory[] {
-    const where = memoryFilterSql(filter);
+    const params: unknown[] = [];
     const dir = order === 'newest' ? 'DESC' : 'ASC';
     return this.#raw(
-      `SELECT ${MEMORY_COLUMNS} FROM cairn_memories m WHERE ${where.sql}
+      `SELECT ${MEMORY_COLUMNS} FROM cairn_memories m WHERE ${memoryWhere(filter, params)}
         ORDER BY m.created_at ${dir}, m.seq ${dir} LIMIT ?`,
       memoryFromRow,
-      ...where.params,
+      ...params,
       limit,
     );
   }
@@ -565,11 +476,12 @@ class SqliteSession implements DriverSession {
   }
 
   countMemories(filter: MemoryFilter): number {
-    const where = memoryFilterSql(filter);
+    const params: unknown[] = [];
+    const where = memoryWhere(filter, params);
     return (
-      this.#c
-        .sql(`SELECT count(*) AS n FROM cairn_memories m WHERE ${where.sql}`)
-        .get(...where.params) as { n: number }
+      this.#c.sql(`SELECT count(*) AS n FROM cairn_memories m WHERE ${where}`).get(...params) as {
+        n: number;
+      }
     ).n;
   }
 
@@ -587,20 +499,20 @@ class SqliteSession implements DriverSession {
   }
 
   vectorCandidates(q: Parameters<DriverSession['vectorCandidates']>[0]): MemoryRow[] {
-    const where = memoryFilterSql(q.filter);
+    const params: unknown[] = [encodeVector(q.vector)];
+    const where = memoryWhere(q.filter, params);
     // An exact scan of the rows the filter admits with sqlite-vec (in float32). A zero
     // vector has no cosine distance (NULL): it counts as similarity 0.
     const ranked = this.#c
       .rows(
         `SELECT seq, d FROM (
            SELECT m.seq, coalesce(vec_distance_cosine(m.embedding, ?), 1.0) AS d
-             FROM cairn_memories m WHERE m.embedding IS NOT NULL AND ${where.sql}
+             FROM cairn_memories m WHERE m.embedding IS NOT NULL AND ${where}
          ) ${q.minSimilarity === undefined ? '' : 'WHERE d <= ?'} ORDER BY d, seq LIMIT ?`,
       )
       // No WHERE on d without a threshold: SQLite would compute every distance twice.
       .all(
-        encodeVector(q.vector),
-        ...where.params,
+        ...params,
         ...(q.minSimilarity === undefined ? [] : [1 - q.minSimilarity]),
         q.count,
       ) as Row[];
@@ -608,7 +520,8 @@ class SqliteSession implements DriverSession {
   }
 
   keywordCandidates(q: Parameters<DriverSession['keywordCandidates']>[0]): KeywordCandidate[] {
-    const where = memoryFilterSql(q.filter);
+    const params: unknown[] = [];
+    const where = memoryWhere(q.filter, params);
     // Any of the words, each quoted so that no user text is read as FTS5 syntax.
     const ftsQuery = q.terms.map((t) => `"${t.replaceAll('"', '""')}"`).join(' OR ');
     // bm25() is lower for better matches and never 0 (FTS5 floors a term's weight): its
@@ -617,10 +530,10 @@ class SqliteSession implements DriverSession {
       .rows(
         `SELECT m.seq, bm25(cairn_memories_fts) AS rank
            FROM cairn_memories_fts JOIN cairn_memories m ON m.seq = cairn_memories_fts.rowid
-          WHERE cairn_memories_fts MATCH ? AND ${where.sql}
+          WHERE cairn_memories_fts MATCH ? AND ${where}
           ORDER BY rank, m.seq LIMIT ?`,
       )
-      .all(ftsQuery, ...where.params, q.count) as Row[];
+      .all(ftsQuery, ...params, q.count) as Row[];
     return this.#hydrate(
       ranked.map((r) => ({ seq: r[0] as number, relevance: -(r[1] as number) })),
     );
@@ -667,24 +580,8 @@ class SqliteSession implements DriverSession {
 
   // ---------------------------------------------------------------- session
 
-  /** What the running write session changed, told to the connection's other stores after commit. */
-  published: StoreChange[] = [];
-
-  publish(changes: StoreChange[]): void {
-    this.published = changes;
-  }
-
-  async savepoint<T>(fn: () => Promise<T>): Promise<T> {
-    this.#c.sql('SAVEPOINT cairn_call').run();
-    try {
-      const result = await fn();
-      this.#c.sql('RELEASE cairn_call').run();
-      return result;
-    } catch (e) {
-      this.#c.sql('ROLLBACK TO cairn_call').run();
-      this.#c.sql('RELEASE cairn_call').run();
-      throw e;
-    }
+  savepoint<T>(fn: () => Promise<T>): Promise<T> {
+    return withSavepoint((sql) => this.#c.sql(sql).run(), 'cairn_call', fn);
   }
 }
 
@@ -695,12 +592,14 @@ class SqliteSession implements DriverSession {
  */
 export class SqliteDriver implements Driver {
   readonly capabilities: StoreCapabilities;
+  /** The stores on one connection hear each other's changes. */
+  readonly changeScope: Connection;
   readonly #conn: Connection;
   readonly #session: SqliteSession;
   readonly #busyTimeoutMs: number;
 
   constructor(conn: Connection, busyTimeoutMs: number) {
-    this.#conn = conn;
+    this.#conn = this.changeScope = conn;
     this.#session = new SqliteSession(conn);
     this.#busyTimeoutMs = busyTimeoutMs;
     const durable = !conn.db.memory;
@@ -731,11 +630,9 @@ export class SqliteDriver implements Driver {
       } catch (e) {
         await retry(begin)(e);
       }
-      session.published = [];
       try {
         const result = await fn(session);
         c.sql('COMMIT').run();
-        c.broadcast(this, session.published);
         return result;
       } catch (e) {
         if (c.db.inTransaction) c.sql('ROLLBACK').run();
@@ -754,11 +651,7 @@ export class SqliteDriver implements Driver {
     this.#conn.release();
   }
 
-  listen(onChange: (change: StoreChange) => void): () => void {
-    return this.#conn.listen(this, onChange);
-  }
-
   translateError(error: unknown): CairnError | undefined {
-    return lockTimeout(error);
+    return isBusy(error) ? lockTimeout(error) : undefined;
   }
 }

@@ -19,13 +19,23 @@ export type {
   StateCommitDraft,
   ThreadRow,
 } from './driver.js';
+export { asCairnError, checkOneOf, lockTimeout, schemaTooNew, takenMeanwhile } from './failures.js';
 export { type CreateStoreOptions, createStore } from './front-door.js';
 export { memoryDriver } from './memory-driver.js';
 export {
+  BM25,
   cosineSimilarity,
   keywordTokens,
   matchesMemoryFilter,
   STOP_WORDS,
   searchTerms,
+  termCounts,
 } from './memory-search.js';
+export {
+  chainSql,
+  memoryFilterSql,
+  type SqlFilterDialect,
+  SqlTable,
+  withSavepoint,
+} from './sql.js';
 export * from './validate.js';

@@ -23,7 +23,7 @@ import type {
   Timestamp,
   Turn,
 } from '@cairn/core';
-import type { EmbeddingSpace, MemoryFilter, StoreCapabilities, StoreChange } from './store.js';
+import type { EmbeddingSpace, MemoryFilter, StoreCapabilities } from './store.js';
 
 /** A value or a promise of it: a synchronous driver (SQLite) returns plain values. */
 export type MaybePromise<T> = T | Promise<T>;
@@ -204,10 +204,11 @@ export interface DriverSession {
    * Locks the branch until the session ends (e.g. `SELECT … FOR NO KEY UPDATE`, the lock
    * `moveHead` and `appendStateCommit` must also take), waiting at most `timeoutMs` for
    * another session that holds it; returns it, or null when missing. A wait that gives
-   * up is a driver failure that `translateError` maps to `TIMEOUT`. A driver whose write
-   * sessions already exclude each other returns the branch. Only called in write sessions.
+   * up is a driver failure that `translateError` maps to `TIMEOUT`. Only called in write
+   * sessions. Optional: a driver whose write sessions exclude each other (SQLite, the
+   * in-memory driver) holds every lock already and leaves it out; the front door reads.
    */
-  lockBranch(branchId: string, timeoutMs: number): MaybePromise<Branch | null>;
+  lockBranch?(branchId: string, timeoutMs: number): MaybePromise<Branch | null>;
 
   // ---------------------------------------------------------------- checkpoints
 
@@ -231,11 +232,17 @@ export interface DriverSession {
    * `threadId` (the branch's) and `messageDepth` (the message's, or null). Returns the
    * stored commit, or null, writing nothing, when a condition fails (including a
    * concurrent append of the same version).
+   *
+   * Optional, for a driver whose write sessions run side by side (one statement where
+   * the database allows it). A driver whose write sessions exclude each other leaves it
+   * out and implements `insertStateCommit`: the front door reads, compares and inserts.
    */
-  appendStateCommit(
+  appendStateCommit?(
     draft: StateCommitDraft,
     expectedVersion: number,
   ): MaybePromise<StateCommit | null>;
+  /** Inserts a commit the front door checked; required when `appendStateCommit` is left out. */
+  insertStateCommit?(commit: StateCommit): MaybePromise<void>;
   /** The branch's latest state version, 0 when it has none. */
   latestStateVersion(branchId: string): MaybePromise<number>;
   /** Commits with `fromVersion <= version <= toVersion`, ascending. */
@@ -269,9 +276,9 @@ export interface DriverSession {
   /**
    * The lease, locked until the session ends (e.g. `SELECT … FOR UPDATE`) so that the
    * front door's read-decide-write is atomic against other sessions. Only called in
-   * write sessions.
+   * write sessions. Optional, as `lockBranch` is: without it the front door reads.
    */
-  lockLease(key: string): MaybePromise<Lease | null>;
+  lockLease?(key: string): MaybePromise<Lease | null>;
   getLease(key: string): MaybePromise<Lease | null>;
   /**
    * Writes the lease. With `insert: true` (no row existed when locked) it inserts only
@@ -316,8 +323,9 @@ export interface DriverSession {
    * Memories with an embedding meeting the filter, nearest to `vector` by cosine
    * similarity first, at most `count` (the front door asks for a margin beyond what it
    * returns and re-scores the candidates in float64, so float32 or approximate distances
-   * are fine). With `minSimilarity`, only candidates whose (approximate) similarity is at
-   * least it. A zero vector counts as similarity 0.
+   * are fine). With `minSimilarity`, a driver may leave out the candidates whose
+   * (approximate) similarity is below it; the front door keeps only those whose exact
+   * score reaches the threshold. A zero vector counts as similarity 0.
    */
   vectorCandidates(query: {
     vector: number[];
@@ -343,7 +351,7 @@ export interface DriverSession {
     embedderId: string,
     contentHashes: string[],
   ): MaybePromise<Map<string, number[]>>;
-  /** Inserts or replaces cached embeddings, stored exactly (float64). */
+  /** Inserts or replaces cached embeddings, stored exactly (float64); one entry per hash. */
   putCachedEmbeddings(
     embedderId: string,
     entries: Array<{ contentHash: string; embedding: number[] }>,
@@ -358,11 +366,13 @@ export interface DriverSession {
    */
   savepoint<T>(fn: () => Promise<T>): Promise<T>;
   /**
-   * Optional: tells other processes about changes this write session made, inside the
-   * transaction (e.g. `pg_notify`), called once just before the session commits.
-   * Drivers whose notifications stay in the process leave it out.
+   * Optional: tells other store instances (other processes) about the changes this write
+   * session made, inside the transaction (e.g. `pg_notify`), called once just before the
+   * session commits. Each payload is one change as text, to hand unchanged to the
+   * `listen` callbacks of every instance (this one's included: the front door skips its
+   * own). Drivers whose notifications stay in the process leave it out.
    */
-  publish?(changes: StoreChange[]): MaybePromise<void>;
+  publish?(payloads: string[]): MaybePromise<void>;
 }
 
 /**
@@ -407,10 +417,15 @@ export interface Driver {
    */
   translateError?(error: unknown): CairnError | undefined;
   /**
-   * Optional, for `notifications: 'cluster'`: calls `onChange` for every change another
-   * store instance (any process) published, never for this driver's own. Returns the
-   * function that stops listening. The front door calls it once, on the first
-   * `subscribe`.
+   * Optional, for `notifications: 'cluster'`: calls `onPayload` with every payload any
+   * store instance (any process) passed to `DriverSession.publish`. Returns the function
+   * that stops listening. The front door calls it once, on the first `subscribe`.
    */
-  listen?(onChange: (change: StoreChange) => void): () => void;
+  listen?(onPayload: (payload: string) => void): () => void;
+  /**
+   * Optional: an object (e.g. the connection) that stores sharing the same database
+   * through this process give alike. Every store with that scope hears the changes any
+   * of them commits, so a driver needs no notification machinery of its own for them.
+   */
+  readonly changeScope?: object;
 }

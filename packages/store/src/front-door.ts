@@ -9,14 +9,15 @@ import {
   type Lease,
   type Memory,
   type Message,
+  newId,
   notFound,
   type StateCommit,
   type Thread,
   type Turn,
-  unavailable,
 } from '@cairn/core';
-import type { Driver, DriverSession } from './driver.js';
+import type { Driver, DriverSession, StateCommitDraft } from './driver.js';
 import { ChangeEmitter } from './emitter.js';
+import { asCairnError } from './failures.js';
 import { Gate } from './gate.js';
 import { cosineSimilarity, searchTerms } from './memory-search.js';
 import type {
@@ -108,41 +109,75 @@ const otherThread = (messageId: string, threadId: string) =>
     threadId,
   });
 
+/** The emitters of the stores whose drivers share a `changeScope`: each hears the others. */
+const scopes = new WeakMap<object, Set<ChangeEmitter>>();
+
 /** What the store and every transaction view of it share. */
 class Door {
   readonly gate = new Gate();
   readonly emitter = new ChangeEmitter();
+  /** Tells this store's published changes from other instances'. */
+  readonly origin = newId();
   closed = false;
+  /** Every emitter a commit here reaches: this store's, and those sharing its scope. */
+  readonly #peers: Set<ChangeEmitter>;
   #unlisten: (() => void) | null = null;
 
   constructor(
     readonly driver: Driver,
     readonly now: () => number,
-  ) {}
+  ) {
+    const scope = driver.changeScope;
+    this.#peers = (scope && scopes.get(scope)) || new Set();
+    if (scope) scopes.set(scope, this.#peers);
+    this.#peers.add(this.emitter);
+  }
 
   /** A CairnError for anything a driver threw. */
   translate(e: unknown): CairnError {
-    if (isCairnError(e)) return e;
-    const translated = this.driver.translateError?.(e);
-    if (translated) return translated;
-    const why = e instanceof Error ? e.message : String(e);
-    return unavailable(`the store's database failed: ${why}`, e);
+    const translated = isCairnError(e) ? e : this.driver.translateError?.(e);
+    return translated ?? asCairnError(e, "the store's database failed");
   }
 
   emit(changes: StoreChange[]): void {
-    for (const c of changes) this.emitter.emit(c);
+    for (const emitter of this.#peers) for (const c of changes) emitter.emit(c);
+  }
+
+  /** Changes as the driver publishes them to other instances: text, naming this one. */
+  encode(changes: StoreChange[]): string[] {
+    return changes.map(({ threadId: t, kind: k, branchId: b }) =>
+      JSON.stringify({ o: this.origin, t, k, ...(b ? { b } : {}) }),
+    );
   }
 
   /** Starts hearing other instances' changes, once, for drivers that publish them. */
   listen(): void {
     if (this.#unlisten || !this.driver.listen) return;
-    this.#unlisten = this.driver.listen((c) => this.emitter.emit(c));
+    this.#unlisten = this.driver.listen((payload) => {
+      const c = decodeChange(payload);
+      // This store's own changes reached its listeners at commit.
+      if (c && c.origin !== this.origin) this.emitter.emit(c.change);
+    });
   }
 
   stopListening(): void {
     this.#unlisten?.();
     this.#unlisten = null;
     this.emitter.clear();
+    this.#peers.delete(this.emitter);
+  }
+}
+
+/** A published change, or null for a payload that is not one. */
+function decodeChange(payload: string): { origin: string; change: StoreChange } | null {
+  try {
+    const p = JSON.parse(payload) as { o?: unknown; t?: unknown; k?: unknown; b?: unknown };
+    if (typeof p.o !== 'string' || typeof p.t !== 'string' || typeof p.k !== 'string') return null;
+    const change = { threadId: p.t, kind: p.k as StoreChange['kind'] } as StoreChange;
+    if (typeof p.b === 'string') change.branchId = p.b;
+    return { origin: p.o, change };
+  } catch {
+    return null;
   }
 }
 
@@ -151,6 +186,35 @@ function keyPage<T>(rows: T[], limit: number, key: (row: T) => string): Page<T> 
   const items = rows.slice(0, limit);
   const last = items[items.length - 1];
   return { items, nextCursor: rows.length > limit && last ? encodeCursor([key(last)]) : null };
+}
+
+/** The lease, locked until the session ends (or read, where sessions exclude each other). */
+const lockLease = (s: DriverSession, key: string) =>
+  s.lockLease ? s.lockLease(key) : s.getLease(key);
+
+/**
+ * Appends version `expected + 1`, or returns null when the branch is missing or at
+ * another version or the message is not in its thread: the driver's compare-and-set, or
+ * read, compare and insert for a driver whose write sessions exclude each other.
+ */
+async function appendCommit(
+  s: DriverSession,
+  draft: StateCommitDraft,
+  expected: number,
+): Promise<StateCommit | null> {
+  if (s.appendStateCommit) return s.appendStateCommit(draft, expected);
+  const b = await s.getBranchById(draft.branchId);
+  if (!b || (await s.latestStateVersion(b.id)) !== expected) return null;
+  const m = draft.messageId === null ? null : await s.getMessage(draft.messageId);
+  if (draft.messageId !== null && m?.threadId !== b.threadId) return null;
+  const commit = {
+    ...draft,
+    threadId: b.threadId,
+    version: expected + 1,
+    messageDepth: m?.depth ?? null,
+  };
+  await s.insertStateCommit!(commit);
+  return commit;
 }
 
 /** The session of a running `transaction(fn)`: its driver session and what it changed. */
@@ -210,7 +274,7 @@ class FrontDoor implements Store {
         return await d.driver.run(
           async (s) => {
             const r = await fn(s, (c) => changes.push(c));
-            if (changes.length > 0 && s.publish) await s.publish(changes);
+            if (changes.length > 0 && s.publish) await s.publish(d.encode(changes));
             return r;
           },
           { write },
@@ -449,7 +513,9 @@ class FrontDoor implements Store {
     checkId(branchId, 'branch id');
     const timeoutMs = checkLockOptions(options);
     return this.#write(async (s) => {
-      const b = await s.lockBranch(branchId, timeoutMs);
+      const b = await (s.lockBranch
+        ? s.lockBranch(branchId, timeoutMs)
+        : s.getBranchById(branchId));
       if (!b) throw notFound('branch', branchId);
       return b;
     });
@@ -500,7 +566,8 @@ class FrontDoor implements Store {
     const c = checkStateCommit(commit, expectedVersion);
     const createdAt = this.#d.now();
     return this.#write(async (s, touch) => {
-      const saved = await s.appendStateCommit(
+      const saved = await appendCommit(
+        s,
         {
           branchId: c.branchId,
           messageId: c.messageId,
@@ -604,7 +671,7 @@ class FrontDoor implements Store {
     return this.#write(async (s) => {
       // A first acquisition races on the insert; the loser locks the winner's row.
       for (;;) {
-        const current = await s.lockLease(i.key);
+        const current = await lockLease(s, i.key);
         const plan = planLeaseAcquire(current, i, this.#d.now());
         if (await s.putLease(plan.lease, current === null)) return plan;
       }
@@ -618,7 +685,7 @@ class FrontDoor implements Store {
     const ttl = checkTtl(ttlMs);
     const patch = checkLeaseData(data);
     return this.#write(async (s) => {
-      const lease = planLeaseRenew(await s.lockLease(key), key, owner, ttl, patch, this.#d.now());
+      const lease = planLeaseRenew(await lockLease(s, key), key, owner, ttl, patch, this.#d.now());
       await s.putLease(lease, false);
       return lease;
     });
@@ -630,7 +697,7 @@ class FrontDoor implements Store {
     checkName(owner, 'lease owner');
     const patch = checkLeaseData(data);
     return this.#write(async (s) => {
-      const lease = planLeaseRelease(await s.lockLease(key), key, owner, patch, this.#d.now());
+      const lease = planLeaseRelease(await lockLease(s, key), key, owner, patch, this.#d.now());
       await s.putLease(lease, false);
       return lease;
     });
@@ -783,7 +850,10 @@ class FrontDoor implements Store {
       const space = await s.getEmbeddingSpace();
       for (const [i, e] of entries.entries())
         checkVectorWidth(space, e.embedding, `entries[${i}].embedding`);
-      await s.putCachedEmbeddings(embedderId, entries);
+      // One entry per hash: the last one given wins.
+      const last = new Map(entries.map((e) => [e.contentHash, e.embedding]));
+      const unique = [...last].map(([contentHash, embedding]) => ({ contentHash, embedding }));
+      await s.putCachedEmbeddings(embedderId, unique);
     });
   }
 
@@ -830,7 +900,7 @@ class FrontDoor implements Store {
       if (r.activeBranchId !== null) await s.setActiveBranch(threadId, r.activeBranchId);
       for (const c of r.checkpoints) await s.putCheckpoint(c);
       for (const { draft, version } of r.stateCommits) {
-        if (!(await s.appendStateCommit(draft, version - 1)))
+        if (!(await appendCommit(s, draft, version - 1)))
           throw conflict(
             `state version ${version} of branch ${show(draft.branchId)} was not written`,
             {
@@ -862,7 +932,7 @@ class FrontDoor implements Store {
     if (checked.length === 0) return;
     await this.#write(async (s) => {
       for (const l of checked) {
-        const existing = await s.lockLease(l.key);
+        const existing = await lockLease(s, l.key);
         if (!(await s.putLease(l, existing === null)))
           throw conflict(`lease ${show(l.key)} was taken while it was restored`, { key: l.key });
       }
@@ -899,7 +969,8 @@ class FrontDoor implements Store {
             try {
               const r = await fn(new FrontDoor(d, tx));
               tx.ended = true;
-              if (tx.pending.length > 0 && session.publish) await session.publish(tx.pending);
+              if (tx.pending.length > 0 && session.publish)
+                await session.publish(d.encode(tx.pending));
               return r;
             } catch (e) {
               tx.ended = true;

@@ -18,11 +18,10 @@ import type {
   MessageJump,
   MessageLink,
   SessionOptions,
-  StateCommitDraft,
   ThreadRow,
 } from './driver.js';
 import { createStore } from './front-door.js';
-import { cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
+import { BM25, cosineSimilarity, matchesMemoryFilter, termCounts } from './memory-search.js';
 import type { EmbeddingSpace, MemoryFilter, Store, StoreCapabilities } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -31,9 +30,6 @@ export interface MemoryStoreOptions {
 }
 
 const copy = <T>(value: T): T => structuredClone(value);
-
-const BM25_K1 = 1.2;
-const BM25_B = 0.75;
 
 type Seq<T> = T & { seq: number };
 
@@ -256,10 +252,6 @@ class MemoryDriver implements Driver, DriverSession {
     const b = this.#branches.get(id);
     return b ? copy(b) : null;
   }
-  lockBranch(branchId: string): Branch | null {
-    // Sessions run one at a time: holding one is holding every lock.
-    return this.getBranchById(branchId);
-  }
   getBranch(threadId: string, name: string): Branch | null {
     for (const b of this.#branches.values())
       if (b.threadId === threadId && b.name === name) return copy(b);
@@ -326,29 +318,8 @@ class MemoryDriver implements Driver, DriverSession {
 
   // ---------------------------------------------------------------- state
 
-  appendStateCommit(draft: StateCommitDraft, expectedVersion: number): StateCommit | null {
-    const b = this.#branches.get(draft.branchId);
-    if (!b) return null;
-    let depth: number | null = null;
-    if (draft.messageId !== null) {
-      const m = this.#messages.get(draft.messageId);
-      if (!m || m.threadId !== b.threadId) return null;
-      depth = m.depth;
-    }
-    const list = this.#commits.get(b.id) ?? [];
-    if (list.length !== expectedVersion) return null;
-    const commit: StateCommit = {
-      branchId: b.id,
-      threadId: b.threadId,
-      version: expectedVersion + 1,
-      messageId: draft.messageId,
-      messageDepth: depth,
-      update: copy(draft.update),
-      snapshot: draft.snapshot === null ? null : copy(draft.snapshot),
-      createdAt: draft.createdAt,
-    };
-    this.#commits.set(b.id, [...list, commit]);
-    return copy(commit);
+  insertStateCommit(c: StateCommit): void {
+    this.#commits.set(c.branchId, [...(this.#commits.get(c.branchId) ?? []), copy(c)]);
   }
   latestStateVersion(branchId: string): number {
     return this.#commits.get(branchId)?.length ?? 0;
@@ -405,9 +376,6 @@ class MemoryDriver implements Driver, DriverSession {
 
   // ---------------------------------------------------------------- leases
 
-  lockLease(key: string): Lease | null {
-    return this.getLease(key);
-  }
   getLease(key: string): Lease | null {
     const l = this.#leases.get(key);
     return l ? copy(l) : null;
@@ -480,22 +448,21 @@ class MemoryDriver implements Driver, DriverSession {
     filter: MemoryFilter;
     count: number;
   }): KeywordCandidate[] {
-    const all = [...this.#memories.values()].map((m) => keywordTokens(m.content.text));
+    const all = [...this.#memories.values()].map((m) => termCounts(m.content.text));
     const n = all.length;
     const avgdl = all.reduce((s, t) => s + t.length, 0) / Math.max(1, n);
-    const df = new Map(q.terms.map((t) => [t, all.filter((toks) => toks.includes(t)).length]));
+    const df = new Map(q.terms.map((t) => [t, all.filter((d) => d.counts.has(t)).length]));
     const out: Array<{ m: Seq<Memory>; relevance: number }> = [];
     for (const m of this.#admitted(q.filter)) {
-      const toks = keywordTokens(m.content.text);
+      const { counts, length } = termCounts(m.content.text);
       let relevance = 0;
       for (const t of q.terms) {
-        const tf = toks.filter((x) => x === t).length;
+        const tf = counts.get(t) ?? 0;
         if (tf === 0) continue;
         const d = df.get(t)!;
         const idf = Math.log(1 + (n - d + 0.5) / (d + 0.5));
         relevance +=
-          (idf * tf * (BM25_K1 + 1)) /
-          (tf + BM25_K1 * (1 - BM25_B + (BM25_B * toks.length) / avgdl));
+          (idf * tf * (BM25.k1 + 1)) / (tf + BM25.k1 * (1 - BM25.b + (BM25.b * length) / avgdl));
       }
       if (relevance > 0) out.push({ m, relevance });
     }

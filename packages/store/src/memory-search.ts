@@ -1,6 +1,9 @@
 import { canSee, type Memory } from '@cairn/core';
 import type { MemoryFilter } from './store.js';
 
+/** The parameters of keyword search's BM25 ranking, in every store that computes it. */
+export const BM25 = Object.freeze({ k1: 1.2, b: 0.75 });
+
 /** Cosine similarity of two vectors of equal length; 0 when either is all zeros. */
 export function cosineSimilarity(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let dot = 0;
@@ -39,6 +42,17 @@ export function matchesMemoryFilter(memory: Memory, filter: MemoryFilter = {}): 
  */
 export function keywordTokens(text: string): string[] {
   return text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+}
+
+/**
+ * A text's words as BM25 counts them: how often each occurs (`keywordTokens`, in order
+ * of first occurrence) and how many there are in all.
+ */
+export function termCounts(text: string): { counts: Map<string, number>; length: number } {
+  const tokens = keywordTokens(text);
+  const counts = new Map<string, number>();
+  for (const t of tokens) counts.set(t, (counts.get(t) ?? 0) + 1);
+  return { counts, length: tokens.length };
 }
 
 /**

@@ -23,6 +23,7 @@ import { describeVectorSearch } from './specs/vector-search.js';
 
 export type { StoreConformanceOptions } from './context.js';
 export { Rng } from './helpers.js';
+export { type TestStoreKind, testStoreKind } from './kinds.js';
 
 /** The areas of the suite, in the order they run. */
 const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
