@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { keywordTokens } from '@cairn/store/adapter';
+import { termCounts } from '@cairn/store/adapter';
 
 // Keyword search tokenizes in JavaScript with the tokenizer every store shares, so
 // Postgres neither stems nor drops stop words of its own: the `search` tsvector holds
@@ -24,25 +24,17 @@ const quote = (lex: string) => `'${lex.replaceAll('\\', '\\\\').replaceAll("'", 
 
 /** The tsvector literal and token count of a memory text. */
 export function searchVector(text: string): { vector: string; length: number } {
-  const tokens = keywordTokens(text);
-  const tf = new Map<string, number>();
-  let budget = MAX_LEXEME_TOTAL;
-  for (const token of tokens) {
-    const lex = lexeme(token);
-    const n = tf.get(lex);
-    if (n !== undefined) {
-      tf.set(lex, n + 1);
-    } else {
-      budget -= Buffer.byteLength(lex);
-      if (budget >= 0) tf.set(lex, 1);
-    }
-  }
+  const { counts, length } = termCounts(text);
   const parts: string[] = [];
-  for (const [lex, n] of tf) {
+  let budget = MAX_LEXEME_TOTAL;
+  for (const [token, n] of counts) {
+    const lex = lexeme(token);
+    budget -= Buffer.byteLength(lex);
+    if (budget < 0) break;
     const positions = Array.from({ length: Math.min(n, MAX_POSITIONS) }, (_, i) => i + 1);
     parts.push(`${quote(lex)}:${positions.join(',')}`);
   }
-  return { vector: parts.join(' '), length: tokens.length };
+  return { vector: parts.join(' '), length };
 }
 
 /** The query's distinct lexemes, each as a one-word tsquery literal and all of them or-ed. */

@@ -7,6 +7,11 @@ export function ident(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
+/** A string literal, read the same whatever `standard_conforming_strings` says. */
+export function literal(text: string): string {
+  return `E'${text.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+}
+
 /**
  * The schema's migrations, append-only: the position in the list is the version. Each
  * gets the quoted schema name; `run`, when present, follows the SQL (work SQL cannot do).

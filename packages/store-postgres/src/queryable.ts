@@ -124,17 +124,23 @@ function pgliteSession(db: PGliteLike): Session {
 }
 
 /**
- * A transaction's statements with fewer round trips: `BEGIN` and `RELEASE SAVEPOINT` are
- * held back and sent with the next statement without parameters (`SAVEPOINT`, `COMMIT`), as
- * one multi-statement query. A held `BEGIN` goes first when a query comes; a held release
- * may wait past queries, which then run in the savepoint's subtransaction, whose fate is the
- * enclosing one's either way. `COMMIT` and `ROLLBACK [TO SAVEPOINT]` end every held savepoint
- * themselves (all held releases are of savepoints made after the one rolled back to, since a
- * `SAVEPOINT` sends what is held), so their releases are dropped.
+ * A transaction's statements with fewer round trips: `BEGIN`, `RELEASE SAVEPOINT` and
+ * `NOTIFY` are held back and sent with the next statement without parameters (`SAVEPOINT`,
+ * `COMMIT`), as one multi-statement query. A held `BEGIN` goes first when a query comes; a
+ * held release may wait past queries, which then run in the savepoint's subtransaction,
+ * whose fate is the enclosing one's either way (and a notification is delivered at commit
+ * wherever it stands).
+ * `COMMIT` and `ROLLBACK [TO SAVEPOINT]` end every held savepoint themselves, so held
+ * releases are dropped; a rollback also drops held notifications (all held statements came
+ * after the savepoint rolled back to, since a `SAVEPOINT` sends what is held). `flush`
+ * sends what is held, for a transaction whose `COMMIT` is not this session's (PGlite's).
  */
-function holding(session: Session): Session {
+function holding(session: Session): Session & { flush(): Promise<void> } {
   let held: string[] = [];
   return {
+    async flush() {
+      if (held.length > 0) await session.exec(held.splice(0).join('; '));
+    },
     async query(text, params) {
       if (held[0] === 'BEGIN') {
         held.shift();
@@ -143,12 +149,12 @@ function holding(session: Session): Session {
       return session.query(text, params);
     },
     async exec(text) {
-      if (text === 'BEGIN' || text.startsWith('RELEASE SAVEPOINT')) {
+      if (text === 'BEGIN' || text.startsWith('RELEASE SAVEPOINT') || text.startsWith('NOTIFY')) {
         held.push(text);
         return;
       }
-      if (text === 'COMMIT' || text.startsWith('ROLLBACK'))
-        held = held.filter((h) => h === 'BEGIN');
+      if (text === 'COMMIT') held = held.filter((h) => !h.startsWith('RELEASE SAVEPOINT'));
+      else if (text.startsWith('ROLLBACK')) held = held.filter((h) => h === 'BEGIN');
       const batch = [...held, text].join('; ');
       held = [];
       await session.exec(batch);
@@ -224,7 +230,12 @@ export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
     return {
       ...pgliteSession(client),
       transaction: (fn) =>
-        client.transaction((tx) => fn(inTransaction(holding(pgliteSession(tx as PGliteLike))))),
+        client.transaction(async (tx) => {
+          const session = holding(pgliteSession(tx as PGliteLike));
+          const result = await fn(inTransaction(session));
+          await session.flush();
+          return result;
+        }),
     };
   }
   const session = pgSession(client);

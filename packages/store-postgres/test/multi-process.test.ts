@@ -1,4 +1,5 @@
 import type { Store } from '@cairn/store';
+import pg from 'pg';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
 import { runFixture } from './processes.js';
@@ -105,6 +106,34 @@ describeServer('several processes on one server', () => {
       expect(heard).toContainEqual({ threadId: thread.id, kind: 'branch', branchId: branch.id });
       stop();
     } finally {
+      await other.close();
+    }
+  }, 30_000);
+
+  it("sends a write call's NOTIFY with its COMMIT, a payload with quotes and backslashes intact", async () => {
+    const other = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
+    const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+    const original = proto.query;
+    try {
+      const heard: string[] = [];
+      const id = `it's a \\ "quoted" \\' thread`;
+      const stop = other.subscribe(id, (c) => heard.push(c.threadId));
+      const sent: string[] = [];
+      proto.query = function (this: unknown, ...args: unknown[]) {
+        const q = args[0] as string | { text: string };
+        sent.push(typeof q === 'string' ? q : q.text);
+        return original.apply(this, args);
+      };
+      await store.createThread({ id });
+      proto.query = original;
+      // One round trip carries the notification and the commit.
+      expect(sent.filter((t) => t.includes('NOTIFY')).map((t) => t.endsWith('COMMIT'))).toEqual([
+        true,
+      ]);
+      await vi.waitFor(() => expect(heard).toEqual([id]), { timeout: 10_000, interval: 20 });
+      stop();
+    } finally {
+      proto.query = original;
       await other.close();
     }
   }, 30_000);

@@ -29,6 +29,7 @@ export {
   matchesMemoryFilter,
   STOP_WORDS,
   searchTerms,
+  termCounts,
 } from './memory-search.js';
 export {
   chainSql,

@@ -21,7 +21,7 @@ import type {
   ThreadRow,
 } from './driver.js';
 import { createStore } from './front-door.js';
-import { BM25, cosineSimilarity, keywordTokens, matchesMemoryFilter } from './memory-search.js';
+import { BM25, cosineSimilarity, matchesMemoryFilter, termCounts } from './memory-search.js';
 import type { EmbeddingSpace, MemoryFilter, Store, StoreCapabilities } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -171,8 +171,15 @@ class MemoryDriver implements Driver, DriverSession {
       .slice(0, q.limit)
       .map((t) => ({ thread: stripSeq(t), seq: t.seq }));
   }
-  deleteThread(id: string): boolean {
-    if (!this.#threads.delete(id)) return false;
+  deleteThread(id: string, idleSince?: number): boolean {
+    const thread = this.#threads.get(id);
+    if (!thread) return false;
+    if (idleSince !== undefined) {
+      if (thread.updatedAt >= idleSince) return false;
+      for (const m of this.#messages.values())
+        if (m.threadId === id && m.createdAt >= idleSince) return false;
+    }
+    this.#threads.delete(id);
     for (const m of [...this.#messages.values()])
       if (m.threadId === id) {
         this.#messages.delete(m.id);
@@ -448,22 +455,21 @@ class MemoryDriver implements Driver, DriverSession {
     filter: MemoryFilter;
     count: number;
   }): KeywordCandidate[] {
-    const all = [...this.#memories.values()].map((m) => keywordTokens(m.content.text));
+    const all = [...this.#memories.values()].map((m) => termCounts(m.content.text));
     const n = all.length;
     const avgdl = all.reduce((s, t) => s + t.length, 0) / Math.max(1, n);
-    const df = new Map(q.terms.map((t) => [t, all.filter((toks) => toks.includes(t)).length]));
+    const df = new Map(q.terms.map((t) => [t, all.filter((d) => d.counts.has(t)).length]));
     const out: Array<{ m: Seq<Memory>; relevance: number }> = [];
     for (const m of this.#admitted(q.filter)) {
-      const toks = keywordTokens(m.content.text);
+      const { counts, length } = termCounts(m.content.text);
       let relevance = 0;
       for (const t of q.terms) {
-        const tf = toks.filter((x) => x === t).length;
+        const tf = counts.get(t) ?? 0;
         if (tf === 0) continue;
         const d = df.get(t)!;
         const idf = Math.log(1 + (n - d + 0.5) / (d + 0.5));
         relevance +=
-          (idf * tf * (BM25.k1 + 1)) /
-          (tf + BM25.k1 * (1 - BM25.b + (BM25.b * toks.length) / avgdl));
+          (idf * tf * (BM25.k1 + 1)) / (tf + BM25.k1 * (1 - BM25.b + (BM25.b * length) / avgdl));
       }
       if (relevance > 0) out.push({ m, relevance });
     }

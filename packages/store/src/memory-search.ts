@@ -45,6 +45,17 @@ export function keywordTokens(text: string): string[] {
 }
 
 /**
+ * A text's words as BM25 counts them: how often each occurs (`keywordTokens`, in order
+ * of first occurrence) and how many there are in all.
+ */
+export function termCounts(text: string): { counts: Map<string, number>; length: number } {
+  const tokens = keywordTokens(text);
+  const counts = new Map<string, number>();
+  for (const t of tokens) counts.set(t, (counts.get(t) ?? 0) + 1);
+  return { counts, length: tokens.length };
+}
+
+/**
  * English stop words (the Snowball list PostgreSQL's `english` configuration uses):
  * too common to say anything about relevance, so keyword search leaves them out of the
  * query in every store.
