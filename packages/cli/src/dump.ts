@@ -101,7 +101,12 @@ const BIG_ENDIAN = endianness() === 'BE';
 function encodeEmbedding(embedding: number[]): string | number[] {
   const f = Float32Array.from(embedding);
   for (let i = 0; i < f.length; i++) if (f[i] !== embedding[i]) return embedding;
-  const bytes = Buffer.from(f.buffer);
+  return float32Base64(f);
+}
+
+/** Float32 values, little-endian, in base64. */
+function float32Base64(f: Float32Array): string {
+  const bytes = Buffer.from(f.buffer, f.byteOffset, f.byteLength);
   return (BIG_ENDIAN ? bytes.swap32() : bytes).toString('base64');
 }
 
@@ -448,7 +453,7 @@ export function linesOf(input: NodeJS.ReadableStream): AsyncIterator<string> {
 
 /**
  * A checksum of a table that does not depend on the store: each record's canonical JSON
- * (keys sorted, vectors at float32 precision, which every store keeps) hashed, the
+ * (keys sorted, vectors as their float32s in base64: SQLite keeps no more) hashed, the
  * hashes summed, so the order the rows come in does not matter.
  */
 export class TableChecksum {
@@ -466,7 +471,9 @@ export class TableChecksum {
 
 function canonical(value: unknown, key = ''): string {
   if (Array.isArray(value))
-    return `[${value.map((v) => (key === 'embedding' && typeof v === 'number' ? JSON.stringify(Math.fround(v)) : canonical(v))).join(',')}]`;
+    return key === 'embedding' && value.every((v) => typeof v === 'number')
+      ? JSON.stringify(float32Base64(Float32Array.from(value)))
+      : `[${value.map((v) => canonical(v)).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value)
       .filter(([k]) => k !== 'seq')
