@@ -294,9 +294,9 @@ function analysis(rows: Row[], a: Alone): string {
   the run): ~${f(floor)} ms of waiting in a turn that took ${f(c1.p50)} ms (p50), round trips
   ${(c1.trips ?? 0) * a.roundTripMs > 6 * a.commitMs ? 'more than' : 'less than'} commits. The rest is CPU: Postgres executing the statements and
   Node running the engine and the driver, on 2 cores shared with the rest of the machine (load
-  average above). Fewer statements cut both: six of the ${c1.trips} are the engine re-reading
-  what it just wrote (its own change notifications queue a head or state refresh), and the
-  lease is 9 (read, take, release).
+  average above). Fewer statements cut both: the engine no longer re-reads what it just
+  wrote (a change carries the head or state version it wrote), and the lease is 9 (read,
+  take, release).
 - **More workers: the 2 cores again.** The workers and the Postgres backends share 2 cores,
   so throughput stops growing once they are busy: best ${f(best.turnsPerSecond)} turns/s at
   ${best.workers} workers (${f(best.turnsPerSecond / c1.turnsPerSecond)}x of one), ${f(c8.turnsPerSecond)}
@@ -382,8 +382,9 @@ const suite: Suite = {
         table,
         '',
         `A new thread and its first message, alone (no workers running): ${first.trips.cairn} round trips`,
-        'and two commits (`openThread`: the thread and its `main` branch in one transaction; `save`:',
-        `the message and the head), against ${first.trips.raw} round trips and one commit for the raw`,
+        'and two commits (`openThread`: the thread and its active `main` branch in one write,',
+        '`createThreadWithBranch`; `save`: the message and the head in one write,',
+        `\`addMessagesOnBranch\`), against ${first.trips.raw} round trips and one commit for the raw`,
         'transaction (round trips counted in the run). With the round trip and commit costs measured',
         `below, the waiting alone is ${waitMs(first.trips.cairn, 2)} ms against ${waitMs(first.trips.raw, 1)} ms, of which the`,
         `second commit is ${first.commitMs.toFixed(2)} ms and the ${first.trips.cairn - first.trips.raw} more round trips`,
