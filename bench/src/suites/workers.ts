@@ -287,15 +287,16 @@ function analysis(rows: Row[], a: Alone): string {
   const f = (x: number) => x.toFixed(x >= 10 ? 0 : x >= 1 ? 1 : 2);
   return `### What limits throughput (from this run)
 
-- **One worker: CPU more than waiting.** A Cairn turn is ${c1.trips} round trips and 6 commits
-  (lease taken, save, update, update, save, lease released), each commit waiting for its WAL
-  flush (fsync). On this server an empty round trip (\`SELECT 1\`) took ${f(a.roundTripMs)} ms and a
-  one-row commit ${f(a.commitMs)} ms (medians in the run): ~${f(floor)} ms of waiting in a turn that
-  took ${f(c1.p50)} ms (p50). The rest is CPU: Postgres executing the statements and Node running
-  the engine and the driver, on 2 cores shared with the rest of the machine (load average above).
-  Fewer statements cut both: six of the ${c1.trips} are the engine re-reading what it just wrote
-  (its own change notifications queue a head or state refresh), and the lease is 9 (read, take,
-  release).
+- **One worker: ${floor > c1.p50 / 2 ? 'waiting on the server, one statement after another' : 'CPU more than waiting'}.**
+  A Cairn turn is ${c1.trips} round trips and 6 commits (lease taken, save, update, update, save,
+  lease released), each commit waiting for its WAL flush (fsync). On this server an empty round
+  trip (\`SELECT 1\`) took ${f(a.roundTripMs)} ms and a one-row commit ${f(a.commitMs)} ms (medians in
+  the run): ~${f(floor)} ms of waiting in a turn that took ${f(c1.p50)} ms (p50), round trips
+  ${(c1.trips ?? 0) * a.roundTripMs > 6 * a.commitMs ? 'more than' : 'less than'} commits. The rest is CPU: Postgres executing the statements and
+  Node running the engine and the driver, on 2 cores shared with the rest of the machine (load
+  average above). Fewer statements cut both: six of the ${c1.trips} are the engine re-reading
+  what it just wrote (its own change notifications queue a head or state refresh), and the
+  lease is 9 (read, take, release).
 - **More workers: the 2 cores again.** The workers and the Postgres backends share 2 cores,
   so throughput stops growing once they are busy: best ${f(best.turnsPerSecond)} turns/s at
   ${best.workers} workers (${f(best.turnsPerSecond / c1.turnsPerSecond)}x of one), ${f(c8.turnsPerSecond)}
@@ -384,10 +385,11 @@ const suite: Suite = {
         'and two commits (`openThread`: the thread and its `main` branch in one transaction; `save`:',
         `the message and the head), against ${first.trips.raw} round trips and one commit for the raw`,
         'transaction (round trips counted in the run). With the round trip and commit costs measured',
-        `below, the waiting alone is ${waitMs(first.trips.cairn, 2)} ms against ${waitMs(first.trips.raw, 1)} ms: the`,
-        'second commit is most of the gap. One commit would need the thread and its branch written',
-        'with its first message, that is a thread invisible to other processes until its first write',
-        '(not done).',
+        `below, the waiting alone is ${waitMs(first.trips.cairn, 2)} ms against ${waitMs(first.trips.raw, 1)} ms, of which the`,
+        `second commit is ${first.commitMs.toFixed(2)} ms and the ${first.trips.cairn - first.trips.raw} more round trips`,
+        `${((first.trips.cairn - first.trips.raw) * first.roundTripMs).toFixed(2)} ms; the rest is CPU. One commit would`,
+        'need the thread and its branch written with its first message, that is a thread invisible to',
+        'other processes until its first write (not done).',
         '',
         comparisonTable([first.row]),
         '',

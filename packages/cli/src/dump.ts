@@ -1,11 +1,15 @@
 import { createHash } from 'node:crypto';
+import { endianness } from 'node:os';
 import { createInterface } from 'node:readline';
 import type { Lease, Memory } from '@cairn/core';
 import type { EmbeddingSpace, Store, ThreadRecords } from '@cairn/store';
 import { CliError } from './database.js';
 
-/** The dump format this code writes, and the newest it reads. */
-export const DUMP_VERSION = 1;
+/**
+ * The dump format this code writes, and the newest it reads. 2: a memory's embedding whose
+ * values are all float32s is base64 of them (in 1 always an array of numbers, still read).
+ */
+export const DUMP_VERSION = 2;
 
 /** The tables a dump holds, in the order their records come. */
 export const DUMP_TABLES = [
@@ -88,12 +92,47 @@ const TABLE_OF: Partial<Record<Kind, DumpTable>> = {
   memory: 'memories',
 };
 
-/** One line of a dump: `{"kind":…, fields in their fixed order}`. */
+const BIG_ENDIAN = endianness() === 'BE';
+
+/**
+ * An embedding as a dump holds it: base64 of its float32 values, little-endian, when each
+ * is a float32 (as SQLite stores them); else (Postgres keeps doubles) the numbers as they are.
+ */
+function encodeEmbedding(embedding: number[]): string | number[] {
+  const f = Float32Array.from(embedding);
+  for (let i = 0; i < f.length; i++) if (f[i] !== embedding[i]) return embedding;
+  return float32Base64(f);
+}
+
+/** Float32 values, little-endian, in base64. */
+function float32Base64(f: Float32Array): string {
+  const bytes = Buffer.from(f.buffer, f.byteOffset, f.byteLength);
+  return (BIG_ENDIAN ? bytes.swap32() : bytes).toString('base64');
+}
+
+/** The numbers of an embedding `encodeEmbedding` wrote as base64; null when it is not that. */
+function decodeEmbedding(text: string): number[] | null {
+  const bytes = Buffer.from(text, 'base64');
+  if (bytes.length % 4 !== 0 || bytes.toString('base64') !== text) return null;
+  if (BIG_ENDIAN) bytes.swap32();
+  // Copied: the bytes' offset in their buffer need not be a multiple of 4.
+  const f = new Float32Array(bytes.length / 4);
+  new Uint8Array(f.buffer).set(bytes);
+  const numbers = new Array<number>(f.length);
+  for (let i = 0; i < f.length; i++) numbers[i] = f[i]!;
+  return numbers;
+}
+
+/**
+ * One line of a dump: `{"kind":…, fields in their fixed order}`. One object stringified
+ * whole: about twice as fast as stringifying field by field.
+ */
 function line(kind: Kind, value: object): string {
   const v = value as Record<string, unknown>;
-  let out = `{"kind":"${kind}"`;
-  for (const f of FIELDS[kind]) out += `,"${f}":${JSON.stringify(v[f] ?? null)}`;
-  return `${out}}\n`;
+  const o: Record<string, unknown> = { kind };
+  for (const f of FIELDS[kind]) o[f] = v[f] ?? null;
+  if (Array.isArray(o.embedding)) o.embedding = encodeEmbedding(o.embedding);
+  return `${JSON.stringify(o)}\n`;
 }
 
 export const zeroCounts = (): Counts =>
@@ -369,7 +408,7 @@ export async function importDump(
       case 'memory':
         if (inThread) throw new CliError(`line ${n}: a ${kind} inside a thread`);
         if (kind === 'lease') leases.push(value as unknown as Lease);
-        else memories.push(value as unknown as Memory);
+        else memories.push(memoryOf(value, n));
         if (leases.length + memories.length >= MEMORIES_PER_BATCH) {
           await writer.flush();
           await flushOthers();
@@ -397,6 +436,16 @@ export async function importDump(
   return { written, skippedThreads: writer.skipped };
 }
 
+/** A memory record as the store takes it: an embedding in base64 decoded. */
+function memoryOf(value: Record<string, unknown>, n: number): Memory {
+  if (typeof value.embedding === 'string') {
+    const numbers = decodeEmbedding(value.embedding);
+    if (!numbers) throw new CliError(`line ${n}: a memory's embedding is not base64 of float32s`);
+    value.embedding = numbers;
+  }
+  return value as unknown as Memory;
+}
+
 /** The lines of a stream, without their line ends. */
 export function linesOf(input: NodeJS.ReadableStream): AsyncIterator<string> {
   return createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })[Symbol.asyncIterator]();
@@ -404,7 +453,7 @@ export function linesOf(input: NodeJS.ReadableStream): AsyncIterator<string> {
 
 /**
  * A checksum of a table that does not depend on the store: each record's canonical JSON
- * (keys sorted, vectors at float32 precision, which every store keeps) hashed, the
+ * (keys sorted, vectors as their float32s in base64: SQLite keeps no more) hashed, the
  * hashes summed, so the order the rows come in does not matter.
  */
 export class TableChecksum {
@@ -422,7 +471,9 @@ export class TableChecksum {
 
 function canonical(value: unknown, key = ''): string {
   if (Array.isArray(value))
-    return `[${value.map((v) => (key === 'embedding' && typeof v === 'number' ? JSON.stringify(Math.fround(v)) : canonical(v))).join(',')}]`;
+    return key === 'embedding' && value.every((v) => typeof v === 'number')
+      ? JSON.stringify(float32Base64(Float32Array.from(value)))
+      : `[${value.map((v) => canonical(v)).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value)
       .filter(([k]) => k !== 'seq')

@@ -62,7 +62,7 @@ describe.each(kinds)('export and import on %s', (kind) => {
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l));
-    expect(lines[0]).toEqual({ cairn: 'dump', version: 1 });
+    expect(lines[0]).toEqual({ cairn: 'dump', version: 2 });
     expect(lines[1]).toEqual({
       kind: 'embeddingSpace',
       embedderId: 'test-embedder',
@@ -81,6 +81,13 @@ describe.each(kinds)('export and import on %s', (kind) => {
         memories: 7,
       },
     });
+    // SQLite keeps float32s: base64 of them; Postgres keeps doubles (1/3 is not a float32).
+    const memory = lines.find((l) => l.kind === 'memory' && l.content.text === 'remember 0');
+    if (kind === 'sqlite')
+      expect(memory.embedding).toBe(
+        Buffer.from(new Float32Array([0, 0.5, -0.25, 1 / 3]).buffer).toString('base64'),
+      );
+    else expect(memory.embedding).toEqual([0, 0.5, -0.25, 1 / 3]);
     const imported = await cairn(['import', copy.arg], first.stdout);
     expect(imported.code, imported.stderr).toBe(0);
     expect(imported.stderr).toBe('imported 3 threads, 9 messages, 1 leases, 7 memories\n');
@@ -132,14 +139,53 @@ describe('import refuses what it cannot read', () => {
   it('a newer format, or no dump at all, before anything is created', async () => {
     const dir = tempDir();
     const file = join(dir, 'new.db');
-    const newer = await cairn(['import', file], '{"cairn":"dump","version":2}\n');
+    const newer = await cairn(['import', file], '{"cairn":"dump","version":3}\n');
     expect([newer.code, newer.stderr]).toEqual([
       1,
-      'cairn: the dump is format version 2, newer than this cairn reads (1); upgrade @cairn/cli\n',
+      'cairn: the dump is format version 3, newer than this cairn reads (2); upgrade @cairn/cli\n',
     ]);
     const junk = await cairn(['import', file], 'hello\n');
     expect(junk.stderr).toContain('is not a Cairn dump');
     expect(() => readFileSync(file)).toThrow();
+  });
+
+  it('a version 1 dump (embeddings as numbers) still imports', async () => {
+    const db = testDb('sqlite');
+    await fill(db, 1);
+    const dump = (await cairn(['export', db.arg])).stdout;
+    const v1 = dump
+      .split('\n')
+      .map((l) => {
+        if (l === '') return l;
+        const r = JSON.parse(l);
+        if (r.cairn) r.version = 1;
+        if (typeof r.embedding === 'string') {
+          const b = Buffer.from(r.embedding, 'base64');
+          r.embedding = Array.from(new Float32Array(b.buffer, b.byteOffset, b.length / 4));
+        }
+        return JSON.stringify(r);
+      })
+      .join('\n');
+    expect(v1).not.toBe(dump);
+    const target = join(tempDir(), 'v1.db');
+    const imported = await cairn(['import', target], v1);
+    expect(imported.code, imported.stderr).toBe(0);
+    expect((await cairn(['export', target])).stdout).toBe(dump);
+  });
+
+  it('a memory whose embedding is not base64 of float32s is refused', async () => {
+    const db = testDb('sqlite');
+    await fill(db, 1);
+    const dump = (await cairn(['export', db.arg])).stdout;
+    const target = join(tempDir(), 'bad-vector.db');
+    const bad = await cairn(
+      ['import', target],
+      dump.replace(/"embedding":"[^"]*"/, '"embedding":"not a vector"'),
+    );
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(
+      /^cairn: line \d+: a memory's embedding is not base64 of float32s\n$/,
+    );
   });
 
   it('a thread cut short is not imported; a broken record stops the import', async () => {

@@ -150,10 +150,21 @@ export class PostgresSession implements DriverSession {
     return rows.map((r) => ({ thread: THREAD.decode(r), seq: Number(r.seq) }));
   }
 
-  async deleteThread(id: string): Promise<boolean> {
+  async deleteThread(id: string, idleSince?: number): Promise<boolean> {
     // The thread row first: that waits for message batches being added to it (they
     // hold a key share lock on it). Branches, their commits and checkpoints cascade;
     // messages and turns carry no foreign key to the thread.
+    if (idleSince !== undefined) {
+      // Locked, then checked in a statement of its own: its snapshot, taken after the
+      // wait for the lock, sees the messages of the batches it waited for.
+      await this.#q.query(`SELECT 1 FROM ${this.#s}.threads WHERE id = $1 FOR UPDATE`, [id]);
+      const [row] = await this.#rows(
+        `SELECT 1 FROM ${this.#s}.threads t WHERE t.id = $1 AND t.updated_at < $2 AND NOT EXISTS
+           (SELECT 1 FROM ${this.#s}.messages m WHERE m.thread_id = $1 AND m.created_at >= $2)`,
+        [id, idleSince],
+      );
+      if (!row) return false;
+    }
     if ((await this.#count(`DELETE FROM ${this.#s}.threads WHERE id = $1`, [id])) === 0)
       return false;
     await this.#q.query(`DELETE FROM ${this.#s}.messages WHERE thread_id = $1`, [id]);

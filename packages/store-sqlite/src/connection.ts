@@ -120,9 +120,11 @@ export function connect(
     if (!db.memory) db.pragma('journal_mode = WAL');
     db.pragma('foreign_keys = ON');
     if (!injected && !db.memory) {
-      // Vector search scans the embeddings; reading them through a memory map and a
-      // larger page cache halves its time. Only for a connection the store opened itself.
-      db.pragma(`mmap_size = ${256 * 1024 * 1024}`);
+      // Vector search scans the embeddings, one page per memory at 512 dimensions: read
+      // through a memory map, a page costs a pointer, not a read() call. As large as
+      // SQLite allows (it clamps to its compile-time limit, 2 GiB for better-sqlite3): a
+      // map costs address space, not memory. Only for a connection the store opened itself.
+      db.pragma(`mmap_size = ${2 ** 40}`);
       db.pragma('cache_size = -32768');
     }
     runMigrations(db);

@@ -144,9 +144,11 @@ export interface DriverSession {
   }): MaybePromise<ThreadRow[]>;
   /**
    * Deletes the thread and everything under it: messages, branches, their state
-   * commits, checkpoints and turns. False when there was no such thread.
+   * commits, checkpoints and turns. False when there was no such thread, or when
+   * `idleSince` is given and the thread's `updatedAt` or a message's `createdAt` is at or
+   * after it; that check holds off writers of the thread until the delete commits.
    */
-  deleteThread(id: string): MaybePromise<boolean>;
+  deleteThread(id: string, idleSince?: number): MaybePromise<boolean>;
 
   // ---------------------------------------------------------------- messages
 

@@ -77,6 +77,7 @@ import {
   checkStateRange,
   checkThreadPatch,
   checkThreadRecords,
+  checkTimestamp,
   checkTtl,
   checkTurn,
   checkVectorWidth,
@@ -341,11 +342,16 @@ class FrontDoor implements Store {
     });
   }
 
-  async deleteThread(id: string): Promise<boolean> {
+  async deleteThread(id: string, options: { idleSince?: number } = {}): Promise<boolean> {
     this.#open();
     checkId(id, 'thread id');
+    checkObjectArgument(options, 'deleteThread options');
+    const idleSince =
+      options.idleSince === undefined
+        ? undefined
+        : checkTimestamp(options.idleSince, 'idleSince', 0);
     return this.#write(async (s, touch) => {
-      const deleted = await s.deleteThread(id);
+      const deleted = await s.deleteThread(id, idleSince);
       if (deleted) touch({ threadId: id, kind: 'thread' });
       return deleted;
     });

@@ -171,8 +171,15 @@ class MemoryDriver implements Driver, DriverSession {
       .slice(0, q.limit)
       .map((t) => ({ thread: stripSeq(t), seq: t.seq }));
   }
-  deleteThread(id: string): boolean {
-    if (!this.#threads.delete(id)) return false;
+  deleteThread(id: string, idleSince?: number): boolean {
+    const thread = this.#threads.get(id);
+    if (!thread) return false;
+    if (idleSince !== undefined) {
+      if (thread.updatedAt >= idleSince) return false;
+      for (const m of this.#messages.values())
+        if (m.threadId === id && m.createdAt >= idleSince) return false;
+    }
+    this.#threads.delete(id);
     for (const m of [...this.#messages.values()])
       if (m.threadId === id) {
         this.#messages.delete(m.id);

@@ -269,8 +269,13 @@ export interface Store {
   updateThread(id: string, patch: ThreadPatch): Promise<Thread>;
   /** Newest first. */
   listThreads(options?: ListThreadsOptions): Promise<Page<Thread>>;
-  /** Deletes the thread and everything under it. False when there was no such thread. */
-  deleteThread(id: string): Promise<boolean>;
+  /**
+   * Deletes the thread and everything under it. False when there was no such thread, or
+   * when `idleSince` is given and the thread was updated or got a message at or after it:
+   * checked as the delete runs, atomically with writers, so a thread chosen for being idle
+   * and touched before the delete stays.
+   */
+  deleteThread(id: string, options?: { idleSince?: Timestamp }): Promise<boolean>;
 
   // messages
   /** Stores a batch atomically: all of it or, on any error, none. Returns them with depths. */

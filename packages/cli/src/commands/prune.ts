@@ -28,7 +28,8 @@ export interface PruneOptions {
 /**
  * Retention. Turns: those not running that started before the cutoff (`purgeTurns`).
  * Threads: those not updated and without a message since the cutoff, deleted with
- * everything under them (`deleteThread`). With `dryRun`, only counts.
+ * everything under them (`deleteThread` checks again as it deletes: one touched since it
+ * was chosen stays). With `dryRun`, only counts.
  */
 export async function prune(t: Target, o: PruneOptions, io: Io, now = Date.now()): Promise<number> {
   if (o.turnsOlderThan === undefined && o.threadsOlderThan === undefined)
@@ -73,9 +74,13 @@ export async function prune(t: Target, o: PruneOptions, io: Io, now = Date.now()
     if (o.turnsOlderThan !== undefined)
       parts.push(`${await store.purgeTurns({ before: now - o.turnsOlderThan })} turns`);
     if (o.threadsOlderThan !== undefined) {
+      const idleSince = now - o.threadsOlderThan;
       let n = 0;
-      for (const id of threadIds) if (await store.deleteThread(id)) n++;
-      parts.push(`${n} threads`);
+      for (const id of threadIds) if (await store.deleteThread(id, { idleSince })) n++;
+      const kept = threadIds.length - n;
+      parts.push(
+        `${n} threads${kept ? ` (${kept} touched or deleted meanwhile, left alone)` : ''}`,
+      );
     }
     io.stdout.write(`deleted ${parts.join(' and ')}\n`);
     return 0;

@@ -286,6 +286,23 @@ export function describeThreads(options: StoreConformanceOptions): void {
         expect(await store().deleteThread(newId())).toBe(false);
       });
 
+      it('with idleSince, deletes only a thread neither updated nor given a message since', async () => {
+        const s = store();
+        const t = await makeThread(s);
+        await expectCode(() => s.deleteThread(t.id, { idleSince: Number.NaN }), 'INVALID_ARGUMENT');
+        expect(await s.deleteThread(t.id, { idleSince: t.updatedAt })).toBe(false);
+        const later = t.updatedAt + 60_000;
+        const [m] = await s.addMessages([
+          { threadId: t.id, parentId: null, role: 'user', data: 'late', createdAt: later },
+        ]);
+        expect(await s.deleteThread(t.id, { idleSince: later })).toBe(false);
+        expect(await s.getThread(t.id)).not.toBeNull();
+        expect(await s.deleteThread(t.id, { idleSince: later + 1 })).toBe(true);
+        expect(await s.getThread(t.id)).toBeNull();
+        expect(await s.getMessage(m!.id)).toBeNull();
+        expect(await s.deleteThread(newId(), { idleSince: later })).toBe(false);
+      });
+
       it('removes the thread from its resource list', async () => {
         const t = await makeThread(store());
         await store().deleteThread(t.id);
