@@ -150,21 +150,10 @@ export class PostgresSession implements DriverSession {
     return rows.map((r) => ({ thread: THREAD.decode(r), seq: Number(r.seq) }));
   }
 
-  async deleteThread(id: string, idleSince?: number): Promise<boolean> {
+  async deleteThread(id: string): Promise<boolean> {
     // The thread row first: that waits for message batches being added to it (they
     // hold a key share lock on it). Branches, their commits and checkpoints cascade;
     // messages and turns carry no foreign key to the thread.
-    if (idleSince !== undefined) {
-      // Locked, then checked in a statement of its own: its snapshot, taken after the
-      // wait for the lock, sees the messages of the batches it waited for.
-      await this.#q.query(`SELECT 1 FROM ${this.#s}.threads WHERE id = $1 FOR UPDATE`, [id]);
-      const [row] = await this.#rows(
-        `SELECT 1 FROM ${this.#s}.threads t WHERE t.id = $1 AND t.updated_at < $2 AND NOT EXISTS
-           (SELECT 1 FROM ${this.#s}.messages m WHERE m.thread_id = $1 AND m.created_at >= $2)`,
-        [id, idleSince],
-      );
-      if (!row) return false;
-    }
     if ((await this.#count(`DELETE FROM ${this.#s}.threads WHERE id = $1`, [id])) === 0)
       return false;
     await this.#q.query(`DELETE FROM ${this.#s}.messages WHERE thread_id = $1`, [id]);
@@ -172,7 +161,17 @@ export class PostgresSession implements DriverSession {
     return true;
   }
 
+  /** Waits for the message batches being added to the thread (they hold a key share lock). */
+  lockThread(id: string): Promise<Thread | null> {
+    return this.#find(THREAD, 'id = $1 FOR UPDATE', [id]);
+  }
+
   // ---------------------------------------------------------------- messages
+
+  async latestMessageAt(threadId: string): Promise<number | null> {
+    const sql = `SELECT max(created_at) AS t FROM ${this.#s}.messages WHERE thread_id = $1`;
+    return ((await this.#rows(sql, [threadId]))[0]?.t as number | null) ?? null;
+  }
 
   /**
    * Called in write sessions: the threads found stay key-share locked until commit,
