@@ -182,17 +182,21 @@ export class PostgresSession implements DriverSession {
     messageIds: string[];
   }): Promise<MessageBatchLookup> {
     const s = this.#s;
-    // Joins on unnest (one index probe per id) rather than `id = ANY(...)`, which a plan
-    // made while the table was small turns into a scan of every row.
+    // One index probe per id and per jump: each message is read by a LATERAL subquery
+    // whose LIMIT 1 keeps the planner from flattening it into a join. As a join, a plan
+    // (a generic one made for the prepared statement, or a bad row estimate for the
+    // recursive walk) hashes every row of the messages table, so a call cost time in
+    // proportion to the table: 7 ms at 10,000 messages against 0.2 ms probed.
+    const link = (id: string) =>
+      `CROSS JOIN LATERAL (SELECT m.id, m.thread_id, m.depth, m.jump_id, m.jump_depth
+         FROM ${s}.messages m WHERE m.id = ${id} LIMIT 1) m`;
     const rows = await this.#rows(
       `WITH RECURSIVE th AS (
          SELECT t.id FROM unnest($1::text[]) AS k(id) JOIN ${s}.threads t ON t.id = k.id FOR KEY SHARE OF t),
        spine AS (
-         SELECT m.id, m.thread_id, m.depth, m.jump_id, m.jump_depth
-         FROM unnest($2::text[]) AS k(id) JOIN ${s}.messages m ON m.id = k.id
+         SELECT m.* FROM unnest($2::text[]) AS k(id) ${link('k.id')}
          UNION
-         SELECT m.id, m.thread_id, m.depth, m.jump_id, m.jump_depth
-         FROM spine p JOIN ${s}.messages m ON m.id = p.jump_id)
+         SELECT m.* FROM spine p ${link('p.jump_id')})
        SELECT id, NULL AS thread_id, NULL::integer AS depth, NULL AS jump_id, NULL::integer AS jump_depth FROM th
        UNION ALL
        SELECT id, thread_id, depth, jump_id, jump_depth FROM spine`,
