@@ -167,26 +167,21 @@ class SqliteSession implements DriverSession {
     return rows.map((r) => ({ thread: THREADS.decode(r), seq: r.seq as number }));
   }
 
-  deleteThread(id: string, idleSince?: number): boolean {
-    // Branches, their commits, checkpoints and turns go by ON DELETE CASCADE. One
-    // statement: the check and the delete see the same database.
-    const deleted =
-      idleSince === undefined
-        ? this.#run('DELETE FROM cairn_threads WHERE id = ?', id)
-        : this.#run(
-            `DELETE FROM cairn_threads WHERE id = ? AND updated_at < ? AND NOT EXISTS
-               (SELECT 1 FROM cairn_messages WHERE thread_id = ? AND created_at >= ?)`,
-            id,
-            idleSince,
-            id,
-            idleSince,
-          );
-    if (deleted === 0) return false;
+  deleteThread(id: string): boolean {
+    // Branches, their commits, checkpoints and turns go by ON DELETE CASCADE.
+    if (this.#run('DELETE FROM cairn_threads WHERE id = ?', id) === 0) return false;
     this.#run('DELETE FROM cairn_messages WHERE thread_id = ?', id);
     return true;
   }
 
   // ---------------------------------------------------------------- messages
+
+  latestMessageAt(threadId: string): number | null {
+    const r = this.#c
+      .sql('SELECT max(created_at) AS t FROM cairn_messages WHERE thread_id = ?')
+      .get(threadId) as { t: number | null };
+    return r.t;
+  }
 
   lookupMessageBatch(ids: { threadIds: string[]; messageIds: string[] }): MessageBatchLookup {
     // One primary-key probe per id: far cheaper than a json_each list for the few ids of a call.

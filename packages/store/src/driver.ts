@@ -144,11 +144,17 @@ export interface DriverSession {
   }): MaybePromise<ThreadRow[]>;
   /**
    * Deletes the thread and everything under it: messages, branches, their state
-   * commits, checkpoints and turns. False when there was no such thread, or when
-   * `idleSince` is given and the thread's `updatedAt` or a message's `createdAt` is at or
-   * after it; that check holds off writers of the thread until the delete commits.
+   * commits, checkpoints and turns. False when there was no such thread.
    */
-  deleteThread(id: string, idleSince?: number): MaybePromise<boolean>;
+  deleteThread(id: string): MaybePromise<boolean>;
+  /**
+   * The thread, locked until the session ends against its writers (messages added to
+   * it, its updates; e.g. `SELECT … FOR UPDATE`), or null when missing. Only called in
+   * write sessions. Optional, as `lockBranch` is: without it the front door reads.
+   */
+  lockThread?(id: string): MaybePromise<Thread | null>;
+  /** The newest `createdAt` among the thread's messages, or null when it has none. */
+  latestMessageAt(threadId: string): MaybePromise<Timestamp | null>;
 
   // ---------------------------------------------------------------- messages
 

@@ -351,10 +351,22 @@ class FrontDoor implements Store {
         ? undefined
         : checkTimestamp(options.idleSince, 'idleSince', 0);
     return this.#write(async (s, touch) => {
-      const deleted = await s.deleteThread(id, idleSince);
+      if (idleSince !== undefined && !(await this.#idleSince(s, id, idleSince))) return false;
+      const deleted = await s.deleteThread(id);
       if (deleted) touch({ threadId: id, kind: 'thread' });
       return deleted;
     });
+  }
+
+  /**
+   * The thread exists and neither it nor a message of it was written at or after
+   * `since`. Locked first, so that no writer of the thread slips in before the delete.
+   */
+  async #idleSince(s: DriverSession, id: string, since: number): Promise<boolean> {
+    const t = await (s.lockThread ? s.lockThread(id) : s.getThread(id));
+    if (!t || t.updatedAt >= since) return false;
+    const newest = await s.latestMessageAt(id);
+    return newest === null || newest < since;
   }
 
   // ---------------------------------------------------------------- messages

@@ -171,14 +171,15 @@ class MemoryDriver implements Driver, DriverSession {
       .slice(0, q.limit)
       .map((t) => ({ thread: stripSeq(t), seq: t.seq }));
   }
-  deleteThread(id: string, idleSince?: number): boolean {
-    const thread = this.#threads.get(id);
-    if (!thread) return false;
-    if (idleSince !== undefined) {
-      if (thread.updatedAt >= idleSince) return false;
-      for (const m of this.#messages.values())
-        if (m.threadId === id && m.createdAt >= idleSince) return false;
-    }
+  latestMessageAt(threadId: string): number | null {
+    let newest: number | null = null;
+    for (const m of this.#messages.values())
+      if (m.threadId === threadId && (newest === null || m.createdAt > newest))
+        newest = m.createdAt;
+    return newest;
+  }
+  deleteThread(id: string): boolean {
+    if (!this.#threads.get(id)) return false;
     this.#threads.delete(id);
     for (const m of [...this.#messages.values()])
       if (m.threadId === id) {
