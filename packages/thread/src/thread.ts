@@ -6,7 +6,6 @@ import {
   conflict,
   defineState,
   invalidArgument,
-  isCairnError,
   type JsonObject,
   type JsonValue,
   type Message,
