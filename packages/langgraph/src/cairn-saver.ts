@@ -250,7 +250,8 @@ export class CairnSaver extends BaseCheckpointSaver {
     const thread = this.#thread(threadId);
     const wanted = getCheckpointId(config) || undefined;
     const found = await thread.lock.run(async () => {
-      if (!thread.spaces.has(ns)) return this.#tail(thread, ns, wanted);
+      const tail = thread.spaces.has(ns) ? 'all' : await this.#tail(thread, ns, wanted);
+      if (tail !== 'all') return tail;
       const log = await this.#namespace(thread, ns, false);
       return log && { log, id: wanted ?? log.latest };
     });
@@ -611,15 +612,15 @@ export class CairnSaver extends BaseCheckpointSaver {
   /**
    * A checkpoint (`wanted`, else the newest) of a namespace not read yet, in a log folded from
    * only as many of its newest commits as its tuple needs (`tailCovers`), read in growing
-   * pages; the whole log when its records cannot say (then kept, as `#namespace` keeps it). A
-   * thread of 1,000 turns reads one page instead of 5,000 records. A tail is not kept: a partial
-   * log would mislead every other read.
+   * pages. A thread of 1,000 turns reads one page instead of 5,000 records. A tail is not kept
+   * (a partial log would mislead every other read); a whole log read is. `'all'`: read the
+   * whole log (`#namespace`), the records cannot say how far back to go.
    */
   async #tail(
     thread: ThreadLogs,
     ns: string,
     wanted: string | undefined,
-  ): Promise<{ log: NamespaceLog; id: string | null } | undefined> {
+  ): Promise<{ log: NamespaceLog; id: string } | 'all' | undefined> {
     const branch = (await this.#store.getThread(thread.id))
       ? await this.#store.getBranch(thread.id, namespaceBranch(ns))
       : null;
@@ -642,16 +643,12 @@ export class CairnSaver extends BaseCheckpointSaver {
       if (!isCairnError(e, 'NOT_FOUND')) throw e;
       return undefined;
     }
-    if (covered === 'all' && from > 1) {
-      const log = await this.#namespace(thread, ns, false);
-      return log && { log, id: wanted ?? log.latest };
-    }
+    if (covered === 'all' && from > 1) return 'all';
     const log = new NamespaceLog(ns, branch.id, branch.headMessageId);
     for (const c of commits) log.fold(c.version, c.update as unknown as LogRecord);
     if (typeof covered === 'object') return { log, id: covered.id };
-    // The whole log was read: keep it.
     thread.spaces.set(ns, log);
-    return { log, id: wanted ?? log.latest };
+    return 'all';
   }
 
   async #refresh(thread: ThreadLogs, log: NamespaceLog): Promise<void> {
