@@ -552,10 +552,7 @@ export class PostgresSession implements DriverSession {
   }
 
   deleteMemories(ids: string[]): Promise<number> {
-    return this.#count(
-      `DELETE FROM ${this.#s}.memories WHERE id = ${probeEach('$1')}`,
-      [ids],
-    );
+    return this.#count(`DELETE FROM ${this.#s}.memories WHERE id = ${probeEach('$1')}`, [ids]);
   }
 
   async listMemories(
