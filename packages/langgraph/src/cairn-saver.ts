@@ -38,6 +38,7 @@ import {
   NamespaceLog,
   type StoredList,
   type StoredValue,
+  tailCovers,
 } from './thread-log.js';
 
 export interface CairnSaverOptions {
@@ -247,11 +248,15 @@ export class CairnSaver extends BaseCheckpointSaver {
     if (threadId === undefined) return undefined;
     const ns = configNamespace(config);
     const thread = this.#thread(threadId);
-    const log = await thread.lock.run(() => this.#namespace(thread, ns, false));
-    if (!log) return undefined;
-    const id = getCheckpointId(config) || log.latest;
-    const record = id ? log.checkpoints.get(id) : undefined;
-    return record ? this.#tuple(thread, log, record) : undefined;
+    const wanted = getCheckpointId(config) || undefined;
+    const found = await thread.lock.run(async () => {
+      const tail = thread.spaces.has(ns) ? 'all' : await this.#tail(thread, ns, wanted);
+      if (tail !== 'all') return tail;
+      const log = await this.#namespace(thread, ns, false);
+      return log && { log, id: wanted ?? log.latest };
+    });
+    const record = found?.id ? found.log.checkpoints.get(found.id) : undefined;
+    return record ? this.#tuple(thread, found!.log, record) : undefined;
   }
 
   async *list(
@@ -429,7 +434,10 @@ export class CairnSaver extends BaseCheckpointSaver {
         header,
         meta,
         vals: prepared.map(([channel]) => vals.get(channel)!),
+        top: log.latest === null || checkpoint.id >= log.latest ? 1 : log.latest,
       };
+      const wf = log.firstWrites(checkpoint.id);
+      if (wf !== undefined) record.wf = wf;
       return {
         record,
         messageId: headOf([...this.#messageChannels][0]!) ?? null,
@@ -599,6 +607,48 @@ export class CairnSaver extends BaseCheckpointSaver {
     const logs = [...thread.spaces.values()];
     for (const log of logs) await this.#refresh(thread, log);
     return [...thread.spaces.values()];
+  }
+
+  /**
+   * A checkpoint (`wanted`, else the newest) of a namespace not read yet, in a log folded from
+   * only as many of its newest commits as its tuple needs (`tailCovers`), read in growing
+   * pages. A thread of 1,000 turns reads one page instead of 5,000 records. A tail is not kept
+   * (a partial log would mislead every other read); a whole log read is. `'all'`: read the
+   * whole log (`#namespace`), the records cannot say how far back to go.
+   */
+  async #tail(
+    thread: ThreadLogs,
+    ns: string,
+    wanted: string | undefined,
+  ): Promise<{ log: NamespaceLog; id: string } | 'all' | undefined> {
+    const branch = (await this.#store.getThread(thread.id))
+      ? await this.#store.getBranch(thread.id, namespaceBranch(ns))
+      : null;
+    if (!branch) return undefined;
+    const commits: StateCommit[] = [];
+    let covered: ReturnType<typeof tailCovers> = 'more';
+    let from = 1;
+    try {
+      const newest = await this.#store.getLatestStateCommit(branch.id);
+      from = (newest?.version ?? 0) + 1;
+      for (let page = 8; from > 1 && covered === 'more'; page *= 4) {
+        const to = from - 1;
+        from = Math.max(1, from - page);
+        commits.unshift(
+          ...(await this.#store.getStateCommits(branch.id, { fromVersion: from, toVersion: to })),
+        );
+        covered = tailCovers([...commits].reverse(), from, wanted);
+      }
+    } catch (e) {
+      if (!isCairnError(e, 'NOT_FOUND')) throw e;
+      return undefined;
+    }
+    if (covered === 'all' && from > 1) return 'all';
+    const log = new NamespaceLog(ns, branch.id, branch.headMessageId);
+    for (const c of commits) log.fold(c.version, c.update as unknown as LogRecord);
+    if (typeof covered === 'object') return { log, id: covered.id };
+    thread.spaces.set(ns, log);
+    return 'all';
   }
 
   async #refresh(thread: ThreadLogs, log: NamespaceLog): Promise<void> {

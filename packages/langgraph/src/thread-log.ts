@@ -34,6 +34,13 @@ export interface CheckpointRecord {
   meta: StoredValue;
   /** `[channel, version, value]` for every channel in `newVersions`. */
   vals: Array<[string, string | number, ChannelRef]>;
+  /**
+   * The namespace's newest checkpoint id once this record is folded (1: this one), and the log
+   * version of the first writes for this checkpoint stored before it, if any: what a read of
+   * the log's tail needs to know where to stop. Absent in records of earlier releases.
+   */
+  top?: string | 1;
+  wf?: number;
 }
 
 /** A log entry for `putWrites`. */
@@ -73,6 +80,8 @@ export class NamespaceLog {
   latest: string | null = null;
   readonly checkpoints = new Map<string, CheckpointRecord>();
   readonly #writes = new Map<string, Map<string, PendingWriteRecord>>();
+  /** The log version of each checkpoint's first writes. */
+  readonly #firstWrites = new Map<string, number>();
   readonly #children = new Map<string, Set<string>>();
   #resolved = new Map<string, Map<string, Resolved>>();
   #sorted: string[] | null = null;
@@ -101,6 +110,7 @@ export class NamespaceLog {
     }
     const writes = this.#writes.get(record.cp) ?? new Map<string, PendingWriteRecord>();
     this.#writes.set(record.cp, writes);
+    if (!this.#firstWrites.has(record.cp)) this.#firstWrites.set(record.cp, version);
     for (const [idx, channel, value] of record.items) {
       const key = `${record.task}\u0000${idx}`;
       // Special channels (negative idx) replace; ordinary writes are insert-or-ignore.
@@ -112,6 +122,11 @@ export class NamespaceLog {
   /** The checkpoints stored with this one as their parent. */
   children(id: string): CheckpointRecord[] {
     return [...(this.#children.get(id) ?? [])].map((c) => this.checkpoints.get(c)!);
+  }
+
+  /** The log version of a checkpoint's first writes, if it has any. */
+  firstWrites(checkpointId: string): number | undefined {
+    return this.#firstWrites.get(checkpointId);
   }
 
   hasWrite(checkpointId: string, task: string, idx: number): boolean {
@@ -171,4 +186,45 @@ export interface CachedNode {
 
 export function isStoredList(ref: ChannelRef): ref is StoredList {
   return typeof ref === 'object' && !Array.isArray(ref);
+}
+
+/**
+ * Whether the newest commits of a namespace's log (newest first, down to log version `from`)
+ * hold all a checkpoint's tuple needs: the checkpoint (`wanted`, else the newest), the records
+ * of its lineage up to each of its channels' values, its pending writes. `'more'`: read further
+ * back; `'all'`: the records cannot say (written by an earlier release, or a checkpoint before
+ * v4, whose sends are in its parent's writes). Else the checkpoint's id.
+ */
+export function tailCovers(
+  commits: ReadonlyArray<{ version: number; update: unknown }>,
+  from: number,
+  wanted: string | undefined,
+): { id: string } | 'more' | 'all' {
+  // The newest record of each checkpoint wins, as when the log is folded.
+  const newest = new Map<string, CheckpointRecord>();
+  let target = wanted;
+  for (const { update } of commits) {
+    const record = update as LogRecord;
+    if (record.lg !== 'checkpoint' || newest.has(record.id)) continue;
+    if (target === undefined) {
+      if (record.top === undefined) return 'all';
+      target = record.top === 1 ? record.id : record.top;
+    }
+    newest.set(record.id, record);
+  }
+  const record = target === undefined ? undefined : newest.get(target);
+  if (!record) return 'more';
+  const [type, header] = record.header;
+  if (record.top === undefined || type !== 'json') return 'all';
+  const { v, channel_versions } = header as { v?: number; channel_versions?: object };
+  if ((v ?? 0) < 4) return 'all';
+  if (record.wf !== undefined && from > record.wf) return 'more';
+  const remaining = new Set(Object.keys(channel_versions ?? {}));
+  for (let cur: CheckpointRecord | undefined = record; remaining.size > 0; ) {
+    for (const [channel] of cur.vals) remaining.delete(channel);
+    if (remaining.size === 0 || cur.parent === null) break;
+    cur = newest.get(cur.parent);
+    if (!cur) return 'more';
+  }
+  return { id: record.id };
 }

@@ -39,11 +39,31 @@ async function run(
   const transcript = r.transcript;
   const live: unknown[] = [];
   for (const t of threads) live.push(await history(graph, t));
-  const fresh = graphs[name](await readBack());
+  const again = await readBack();
+  const fresh = graphs[name](again);
   const reread: unknown[] = [];
   for (const t of threads) reread.push(await history(fresh, t));
+  // getState of the newest and of every checkpoint, live and through a saver that has read
+  // nothing yet (CairnSaver then reads only the tail of the log the checkpoint needs).
+  const unread = () =>
+    graphs[name](again instanceof CairnSaver ? new CairnSaver(again.store) : again);
+  const states: unknown[] = [];
+  const cold: unknown[] = [];
+  for (const [i, t] of threads.entries()) {
+    const configs = [t, ...(live[i] as Array<{ config: RunnableConfig }>).map((s) => s.config)];
+    for (const config of configs) {
+      states.push(await graph.getState(config));
+      cold.push(await unread().getState(config));
+    }
+  }
   // One normalizer over the histories, so the same checkpoint gets the same label in both.
-  return { transcript, live: norm(live), reread: norm(reread) };
+  return {
+    transcript,
+    live: norm(live),
+    reread: norm(reread),
+    states: norm(states),
+    cold: norm(cold),
+  };
 }
 
 const kinds = await storeKinds();
@@ -59,6 +79,7 @@ describe.each(Object.keys(scripts) as ScriptName[])('the %s script', (name) => {
     reference = await run(name, saver, async () => saver);
     expect(reference.transcript.length).toBeGreaterThan(3);
     expect(reference.reread).toEqual(reference.live);
+    expect(reference.cold).toEqual(reference.states);
   });
 
   for (const kind of kinds) {
@@ -75,6 +96,8 @@ describe.each(Object.keys(scripts) as ScriptName[])('the %s script', (name) => {
           expect(cairn.transcript).toEqual(reference.transcript);
           expect(cairn.live).toEqual(reference.live);
           expect(cairn.reread).toEqual(reference.live);
+          expect(cairn.states).toEqual(reference.states);
+          expect(cairn.cold).toEqual(reference.states);
         } finally {
           await db.dispose();
         }
