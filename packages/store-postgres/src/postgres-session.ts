@@ -53,6 +53,15 @@ export interface SessionContext {
   channel: string;
 }
 
+/**
+ * `= ANY` of a text[] parameter, run as one index probe per element however many there
+ * are. Joined to `unnest` of the parameter (or given it directly), a plan made for the
+ * call's own values hashes or scans the whole table once the batch is a few percent of it:
+ * 2,000 ids against 100,000 memories took 30 ms that way, 3 ms probed. Postgres estimates
+ * an `ARRAY(subquery)` at 10 elements whatever its length, so it always probes.
+ */
+const probeEach = (param: string) => `ANY(ARRAY(SELECT unnest(${param}::text[])))`;
+
 /** One session's SQL, over a connection (read) or an open transaction (write). */
 export class PostgresSession implements DriverSession {
   readonly #q: Queryable;
@@ -479,7 +488,7 @@ export class PostgresSession implements DriverSession {
 
   async takenMemoryIds(ids: string[]): Promise<string[]> {
     const rows = await this.#rows(
-      `SELECT m.id FROM unnest($1::text[]) AS k(id) JOIN ${this.#s}.memories m ON m.id = k.id`,
+      `SELECT id FROM ${this.#s}.memories WHERE id = ${probeEach('$1')}`,
       [ids],
     );
     return rows.map((r) => r.id as string);
@@ -543,10 +552,7 @@ export class PostgresSession implements DriverSession {
   }
 
   deleteMemories(ids: string[]): Promise<number> {
-    return this.#count(
-      `DELETE FROM ${this.#s}.memories m USING unnest($1::text[]) AS k(id) WHERE m.id = k.id`,
-      [ids],
-    );
+    return this.#count(`DELETE FROM ${this.#s}.memories WHERE id = ${probeEach('$1')}`, [ids]);
   }
 
   async listMemories(
@@ -682,8 +688,8 @@ export class PostgresSession implements DriverSession {
     contentHashes: string[],
   ): Promise<Map<string, number[]>> {
     const rows = await this.#rows(
-      `SELECT c.content_hash, c.embedding FROM unnest($2::text[]) AS k(h)
-       JOIN ${this.#s}.embedding_cache c ON c.embedder_id = $1 AND c.content_hash = k.h`,
+      `SELECT content_hash, embedding FROM ${this.#s}.embedding_cache
+       WHERE embedder_id = $1 AND content_hash = ${probeEach('$2')}`,
       [embedderId, contentHashes],
     );
     return new Map(rows.map((r) => [r.content_hash as string, r.embedding as number[]]));

@@ -301,7 +301,7 @@ export interface DriverSession {
 
   // ---------------------------------------------------------------- memories
 
-  /** Which of these memory ids are already used. */
+  /** Which of these memory ids are already used, in any order. */
   takenMemoryIds(ids: string[]): MaybePromise<string[]>;
   /**
    * Inserts memories (ids free, vectors of the store's width). Returns them as a later

@@ -815,9 +815,9 @@ class FrontDoor implements Store {
     const batch = normalizeNewMemories(memories, this.#d.now());
     if (batch.length === 0) return [];
     return this.#write(async (s) => {
-      const taken = await s.takenMemoryIds(batch.map((m) => m.id));
-      if (taken.length > 0)
-        throw conflict(`memory id ${show(taken[0]!)} is already used`, { id: taken[0] });
+      const taken = new Set(await s.takenMemoryIds(batch.map((m) => m.id)));
+      const first = batch.find((m) => taken.has(m.id));
+      if (first) throw conflict(`memory id ${show(first.id)} is already used`, { id: first.id });
       const i = batch.findIndex((m) => m.embedding !== null);
       if (i >= 0) await this.#fitVector(s, batch[i]!.embedding!, `memories[${i}].embedding`);
       return s.insertMemories(batch);

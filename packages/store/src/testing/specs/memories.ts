@@ -233,6 +233,23 @@ export function describeMemories(options: StoreConformanceOptions): void {
         expect(await store().getMemory(fresh)).toBeNull();
       });
 
+      it('names the first stored id in batch order when several are (CONFLICT details)', async () => {
+        const agentId = `agent-${newId()}`;
+        const p = newId();
+        await store().addMemories([
+          { id: `${p}-a`, agentId, content: { text: 'a' } },
+          { id: `${p}-b`, agentId, content: { text: 'b' } },
+        ]);
+        await expect(
+          store().addMemories([
+            { id: `${p}-new`, agentId, content: { text: 'new' } },
+            { id: `${p}-b`, agentId, content: { text: 'b again' } },
+            { id: `${p}-a`, agentId, content: { text: 'a again' } },
+          ]),
+        ).rejects.toMatchObject({ code: 'CONFLICT', details: { id: `${p}-b` } });
+        expect(await store().countMemories({ agentId })).toBe(2);
+      });
+
       it('rejects an id used twice in one batch (CONFLICT)', async () => {
         const agentId = `agent-${newId()}`;
         const id = newId();
