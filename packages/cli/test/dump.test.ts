@@ -2,12 +2,8 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { postgresTestSkip } from '@cairn/store-postgres/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cairn, type Kind, seed, type TestDb, tempDir, testDb } from './support.js';
-
-const skipPostgres = await postgresTestSkip('cli');
-const kinds: Kind[] = skipPostgres ? ['sqlite'] : ['sqlite', 'postgres'];
+import { cairn, kinds, seed, type TestDb, tempDir, testDb } from './support.js';
 
 /** A database with everything a dump holds: threads of every kind of record, leases, memories. */
 async function fill(db: TestDb, threads = 3) {

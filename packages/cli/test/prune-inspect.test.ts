@@ -1,11 +1,8 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { postgresTestSkip } from '@cairn/store-postgres/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cairn, type Kind, seed, type TestDb, testDb } from './support.js';
+import { cairn, kinds, seed, type TestDb, testDb } from './support.js';
 
-const skipPostgres = await postgresTestSkip('cli');
-const kinds: Kind[] = skipPostgres ? ['sqlite'] : ['sqlite', 'postgres'];
 const DAY = 86_400_000;
 const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 

@@ -1,13 +1,10 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { postgresTestSkip } from '@cairn/store-postgres/testing';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMMANDS } from '../src/index.js';
-import { cairn, type Kind, seed, type TestDb, tempDir, testDb } from './support.js';
-
-const skipPostgres = await postgresTestSkip('cli');
+import { cairn, kinds, seed, skipPostgres, type TestDb, tempDir, testDb } from './support.js';
 
 describe('usage', () => {
   it('prints help for the command line and for every command', async () => {
@@ -109,8 +106,6 @@ describe.skipIf(skipPostgres)('an unreachable or empty Postgres database', () =>
     expect(rows).toEqual([]);
   });
 });
-
-const kinds: Kind[] = skipPostgres ? ['sqlite'] : ['sqlite', 'postgres'];
 
 describe.each(kinds)('on %s', (kind) => {
   let db: TestDb;

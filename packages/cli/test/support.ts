@@ -5,7 +5,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Store } from '@cairn/store';
 import { createPostgresStore } from '@cairn/store-postgres';
-import { dropSchema, freshSchema, POSTGRES_TEST_URL } from '@cairn/store-postgres/testing';
+import {
+  dropSchema,
+  freshSchema,
+  POSTGRES_TEST_URL,
+  postgresTestSkip,
+} from '@cairn/store-postgres/testing';
 import { createSqliteStore } from '@cairn/store-sqlite';
 
 const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
@@ -43,6 +48,11 @@ export interface TestDb {
 }
 
 export type Kind = 'sqlite' | 'postgres';
+
+/** Why the Postgres server is skipped (false when it is reachable). */
+export const skipPostgres = await postgresTestSkip('cli');
+/** The stores every command is tested on: SQLite, and Postgres when reachable. */
+export const kinds: Kind[] = skipPostgres ? ['sqlite'] : ['sqlite', 'postgres'];
 
 export function testDb(kind: Kind): TestDb {
   if (kind === 'sqlite') {
