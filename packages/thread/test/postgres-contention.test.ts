@@ -34,6 +34,15 @@ function runWorker(args: string[]): Promise<number[]> {
   });
 }
 
+/** Every worker's `turns` messages (`w<worker>-<turn>`) saved, each worker's in its own order. */
+function expectEachWorkerInOrder(saved: string[], processes: number, turns: number): void {
+  for (let w = 0; w < processes; w++) {
+    expect(saved.filter((d) => d.startsWith(`w${w}-`))).toEqual(
+      Array.from({ length: turns }, (_, i) => `w${w}-${i}`),
+    );
+  }
+}
+
 describe.skipIf(Boolean(SKIP_SERVER))(
   'many worker processes on one hot branch (Postgres server)',
   () => {
@@ -61,11 +70,7 @@ describe.skipIf(Boolean(SKIP_SERVER))(
         expect(versions).toEqual(Array.from({ length: processes * turns }, (_, i) => i + 1));
         const saved = (await reread.history()).map((m) => m.data as string);
         expect(saved).toHaveLength(processes * turns);
-        for (let w = 0; w < processes; w++) {
-          expect(saved.filter((d) => d.startsWith(`w${w}-`))).toEqual(
-            Array.from({ length: turns }, (_, i) => `w${w}-${i}`),
-          );
-        }
+        expectEachWorkerInOrder(saved, processes, turns);
       } finally {
         await store.close();
       }
@@ -91,11 +96,7 @@ describe.skipIf(Boolean(SKIP_SERVER))(
         expect(saved).toHaveLength(2 * processes * turns);
         for (let i = 0; i < saved.length; i += 2) expect(saved[i]).toBe(`${saved[i + 1]}?`);
         const replies = saved.filter((_, i) => i % 2 === 1);
-        for (let w = 0; w < processes; w++) {
-          expect(replies.filter((d) => d.startsWith(`w${w}-`))).toEqual(
-            Array.from({ length: turns }, (_, i) => `w${w}-${i}`),
-          );
-        }
+        expectEachWorkerInOrder(replies, processes, turns);
       } finally {
         await store.close();
       }
