@@ -135,8 +135,7 @@ function line(kind: Kind, value: object): string {
   return `${JSON.stringify(o)}\n`;
 }
 
-export const zeroCounts = (): Counts =>
-  Object.fromEntries(DUMP_TABLES.map((t) => [t, 0])) as Counts;
+const zeroCounts = (): Counts => Object.fromEntries(DUMP_TABLES.map((t) => [t, 0])) as Counts;
 
 /** Every thread, oldest first (the order that recreates their creation order). */
 export async function threadIdsOldestFirst(store: Store): Promise<string[]> {
@@ -456,7 +455,7 @@ export function linesOf(input: NodeJS.ReadableStream): AsyncIterator<string> {
  * (keys sorted, vectors as their float32s in base64: SQLite keeps no more) hashed, the
  * hashes summed, so the order the rows come in does not matter.
  */
-export class TableChecksum {
+class TableChecksum {
   #sum = 0n;
   count = 0;
   add(value: unknown): void {
