@@ -25,7 +25,7 @@ const invalid = (what: string) => new CairnError('INVALID_ARGUMENT', what);
 const show = JSON.stringify;
 
 /** Messages drawn per branch unless the page asks for more, and the most it may ask for. */
-export const WINDOW = 50;
+const WINDOW = 50;
 const MAX_WINDOW = 5000;
 /** A title search reads pages of this many threads, and at most this many per request. */
 const SEARCH_PAGE = 200;
