@@ -72,11 +72,16 @@ export function describeRecords(options: StoreConformanceOptions): void {
       }
     }
 
+    /** `richThread` in the store under test, with its records as `exportThread` gives them. */
+    async function exportedRichThread() {
+      const rich = await richThread(store());
+      return { ...rich, r: (await store().exportThread(rich.thread.id))! };
+    }
+
     it(
       'exports a thread whole, in a fixed order',
       async () => {
-        const { thread, chain, main, alt } = await richThread(store());
-        const r = (await store().exportThread(thread.id))!;
+        const { thread, chain, main, alt, r } = await exportedRichThread();
         expect(r.thread).toEqual(thread);
         expect(r.messages.map((m) => m.depth)).toEqual([0, 1, 2, 2, 3]);
         expect(new Set(r.messages.map((m) => m.id))).toEqual(
@@ -103,8 +108,7 @@ export function describeRecords(options: StoreConformanceOptions): void {
     it(
       'restores a thread exactly as exported, into another store',
       async () => {
-        const { thread } = await richThread(store());
-        const r = (await store().exportThread(thread.id))!;
+        const { thread, r } = await exportedRichThread();
         await withOther(async (other) => {
           await other.restoreThread(r);
           expect(await other.exportThread(thread.id)).toEqual(r);
@@ -126,8 +130,7 @@ export function describeRecords(options: StoreConformanceOptions): void {
     it(
       'refuses a thread whose id or message ids are taken, writing nothing',
       async () => {
-        const { thread } = await richThread(store());
-        const r = (await store().exportThread(thread.id))!;
+        const { r } = await exportedRichThread();
         await expectCode(() => store().restoreThread(r), 'CONFLICT');
         const renamed: ThreadRecords = {
           ...r,
@@ -147,8 +150,7 @@ export function describeRecords(options: StoreConformanceOptions): void {
     it(
       'checks the records before writing anything',
       async () => {
-        const { thread } = await richThread(store());
-        const r = (await store().exportThread(thread.id))!;
+        const { thread, r } = await exportedRichThread();
         await withOther(async (other) => {
           const broken: Array<[string, ThreadRecords]> = [
             ['a child before its parent', { ...r, messages: [...r.messages].reverse() }],
