@@ -1,9 +1,8 @@
-import type { Lease } from '@cairn/core';
 import { newId } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
 import type { Store, ThreadRecords } from '../../store.js';
 import { disposeStore, type StoreConformanceOptions, TEST_TIMEOUT, useStore } from '../context.js';
-import { expectCode, makeChain, makeThread } from '../helpers.js';
+import { allPages, expectCode, makeChain, makeThread } from '../helpers.js';
 
 /** A thread with two branches, a fork, a checkpoint, state commits on both and two turns. */
 async function richThread(store: Store) {
@@ -196,13 +195,7 @@ export function describeRecords(options: StoreConformanceOptions): void {
         const prefix = `lease-${newId()}-`;
         for (const k of ['b', 'a', 'c'])
           await store().acquireLease({ key: prefix + k, owner: 'o', ttlMs: 60_000, data: { k } });
-        const all: Lease[] = [];
-        let cursor: string | null = null;
-        do {
-          const page = await store().listLeases({ limit: 1, cursor });
-          all.push(...page.items);
-          cursor = page.nextCursor;
-        } while (cursor !== null);
+        const all = await allPages((cursor) => store().listLeases({ limit: 1, cursor }));
         const mine = all.filter((l) => l.key.startsWith(prefix));
         expect(mine.map((l) => l.key)).toEqual([`${prefix}a`, `${prefix}b`, `${prefix}c`]);
         const keys = all.map((l) => l.key);
@@ -235,13 +228,7 @@ export function describeRecords(options: StoreConformanceOptions): void {
             createdAt: 100 + (i % 2),
           })),
         );
-        const scanned = [];
-        let cursor: string | null = null;
-        do {
-          const page = await store().scanMemories({ limit: 2, cursor });
-          scanned.push(...page.items);
-          cursor = page.nextCursor;
-        } while (cursor !== null);
+        const scanned = await allPages((cursor) => store().scanMemories({ limit: 2, cursor }));
         const ids = scanned.map((m) => m.id);
         expect(ids).toEqual(
           [...ids].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y))),
