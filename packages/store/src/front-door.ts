@@ -229,6 +229,13 @@ async function insertNewThread(s: DriverSession, t: Thread, touch: Touch): Promi
   touch({ threadId: t.id, kind: 'thread' });
 }
 
+/** Inserts a checked branch whose name is free in its thread; `CONFLICT` when its id is taken. */
+async function insertNewBranch(s: DriverSession, b: Omit<Branch, 'seq'>): Promise<Branch> {
+  const branch = await s.insertBranch(b);
+  if (!branch) throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });
+  return branch;
+}
+
 /** Stores a checked batch; touches each thread it adds to. */
 async function insertBatch(
   s: DriverSession,
@@ -343,8 +350,7 @@ class FrontDoor implements Store {
     return this.#write(async (s, touch) => {
       await insertNewThread(s, thread, touch);
       // The thread is this session's own: no other branch of it can be active.
-      const branch = await s.insertBranch({ ...b, isActive: true });
-      if (!branch) throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });
+      const branch = await insertNewBranch(s, { ...b, isActive: true });
       touch({ threadId: thread.id, kind: 'branch', branchId: b.id, headMessageId: null });
       return { thread, branch };
     });
@@ -984,10 +990,7 @@ class FrontDoor implements Store {
       const known = await s.lookupMessageBatch(messageBatchLookups(r.messages));
       const planned = planMessageBatch(r.messages, known);
       await s.insertMessages(planned.messages, planned.jumps);
-      for (const b of r.branches) {
-        if (!(await s.insertBranch({ ...b, isActive: false })))
-          throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });
-      }
+      for (const b of r.branches) await insertNewBranch(s, { ...b, isActive: false });
       if (r.activeBranchId !== null) await s.setActiveBranch(threadId, r.activeBranchId);
       for (const c of r.checkpoints) await s.putCheckpoint(c);
       for (const { draft, version } of r.stateCommits) {

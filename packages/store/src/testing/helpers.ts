@@ -10,7 +10,7 @@ import {
   type Turn,
 } from '@cairn/core';
 import { expect } from 'vitest';
-import type { NewThread, Store } from '../store.js';
+import type { NewThread, Page, Store } from '../store.js';
 
 /**
  * A tiny seeded PRNG (mulberry32): the same seed gives the same data on every run, so a
@@ -190,6 +190,18 @@ export async function makeChain(
       data: { text: `${label}${i}` },
     })),
   );
+}
+
+/** Every item of a paged listing, from the first page to the last: `list` reads one page. */
+export async function allPages<T>(list: (cursor: string | null) => Promise<Page<T>>): Promise<T[]> {
+  const items: T[] = [];
+  let cursor: string | null = null;
+  do {
+    const page: Page<T> = await list(cursor);
+    items.push(...page.items);
+    cursor = page.nextCursor;
+  } while (cursor !== null);
+  return items;
 }
 
 /** Resolves when `predicate` holds, polling; fails after `timeoutMs`. */

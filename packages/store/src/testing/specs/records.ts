@@ -1,9 +1,8 @@
-import type { Lease } from '@cairn/core';
 import { newId } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
 import type { Store, ThreadRecords } from '../../store.js';
 import { disposeStore, type StoreConformanceOptions, TEST_TIMEOUT, useStore } from '../context.js';
-import { expectCode, makeChain, makeThread } from '../helpers.js';
+import { allPages, expectCode, makeChain, makeThread } from '../helpers.js';
 
 /** A thread with two branches, a fork, a checkpoint, state commits on both and two turns. */
 async function richThread(store: Store) {
@@ -72,11 +71,16 @@ export function describeRecords(options: StoreConformanceOptions): void {
       }
     }
 
+    /** `richThread` in the store under test, with its records as `exportThread` gives them. */
+    async function exportedRichThread() {
+      const rich = await richThread(store());
+      return { ...rich, r: (await store().exportThread(rich.thread.id))! };
+    }
+
     it(
       'exports a thread whole, in a fixed order',
       async () => {
-        const { thread, chain, main, alt } = await richThread(store());
-        const r = (await store().exportThread(thread.id))!;
+        const { thread, chain, main, alt, r } = await exportedRichThread();
         expect(r.thread).toEqual(thread);
         expect(r.messages.map((m) => m.depth)).toEqual([0, 1, 2, 2, 3]);
         expect(new Set(r.messages.map((m) => m.id))).toEqual(
@@ -103,8 +107,7 @@ export function describeRecords(options: StoreConformanceOptions): void {
     it(
       'restores a thread exactly as exported, into another store',
       async () => {
-        const { thread } = await richThread(store());
-        const r = (await store().exportThread(thread.id))!;
+        const { thread, r } = await exportedRichThread();
         await withOther(async (other) => {
           await other.restoreThread(r);
           expect(await other.exportThread(thread.id)).toEqual(r);
@@ -126,8 +129,7 @@ export function describeRecords(options: StoreConformanceOptions): void {
     it(
       'refuses a thread whose id or message ids are taken, writing nothing',
       async () => {
-        const { thread } = await richThread(store());
-        const r = (await store().exportThread(thread.id))!;
+        const { r } = await exportedRichThread();
         await expectCode(() => store().restoreThread(r), 'CONFLICT');
         const renamed: ThreadRecords = {
           ...r,
@@ -147,8 +149,7 @@ export function describeRecords(options: StoreConformanceOptions): void {
     it(
       'checks the records before writing anything',
       async () => {
-        const { thread } = await richThread(store());
-        const r = (await store().exportThread(thread.id))!;
+        const { thread, r } = await exportedRichThread();
         await withOther(async (other) => {
           const broken: Array<[string, ThreadRecords]> = [
             ['a child before its parent', { ...r, messages: [...r.messages].reverse() }],
@@ -194,13 +195,7 @@ export function describeRecords(options: StoreConformanceOptions): void {
         const prefix = `lease-${newId()}-`;
         for (const k of ['b', 'a', 'c'])
           await store().acquireLease({ key: prefix + k, owner: 'o', ttlMs: 60_000, data: { k } });
-        const all: Lease[] = [];
-        let cursor: string | null = null;
-        do {
-          const page = await store().listLeases({ limit: 1, cursor });
-          all.push(...page.items);
-          cursor = page.nextCursor;
-        } while (cursor !== null);
+        const all = await allPages((cursor) => store().listLeases({ limit: 1, cursor }));
         const mine = all.filter((l) => l.key.startsWith(prefix));
         expect(mine.map((l) => l.key)).toEqual([`${prefix}a`, `${prefix}b`, `${prefix}c`]);
         const keys = all.map((l) => l.key);
@@ -233,13 +228,7 @@ export function describeRecords(options: StoreConformanceOptions): void {
             createdAt: 100 + (i % 2),
           })),
         );
-        const scanned = [];
-        let cursor: string | null = null;
-        do {
-          const page = await store().scanMemories({ limit: 2, cursor });
-          scanned.push(...page.items);
-          cursor = page.nextCursor;
-        } while (cursor !== null);
+        const scanned = await allPages((cursor) => store().scanMemories({ limit: 2, cursor }));
         const ids = scanned.map((m) => m.id);
         expect(ids).toEqual(
           [...ids].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y))),
