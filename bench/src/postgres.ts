@@ -19,16 +19,28 @@ export async function postgresUnreachable(): Promise<string | null> {
 }
 
 /**
- * Statements sent to a server by this process's pg clients while `fn` runs: each is one
- * round trip (several statements in one simple query count once, as they travel together).
+ * Round trips to a server made by this process's pg clients while `fn` runs: a query is
+ * one (several statements in one simple query count once, as they travel together),
+ * unless its client pipelines and a query of it is still unanswered, which it travels with.
  */
 export async function roundTrips(fn: () => unknown): Promise<number> {
-  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  type Client = { pipeline?: boolean };
+  const proto = pg.Client.prototype as unknown as {
+    query: (this: Client, ...args: unknown[]) => unknown;
+  };
   const original = proto.query;
+  const unanswered = new WeakMap<Client, number>();
   let n = 0;
-  proto.query = function (this: unknown, ...args: unknown[]) {
-    n++;
-    return original.apply(this, args);
+  proto.query = function (this: Client, ...args: unknown[]) {
+    const waiting = unanswered.get(this) ?? 0;
+    if (!(this.pipeline && waiting > 0)) n++;
+    const result = original.apply(this, args);
+    if (result instanceof Promise) {
+      unanswered.set(this, waiting + 1);
+      const answered = () => unanswered.set(this, (unanswered.get(this) ?? 1) - 1);
+      result.then(answered, answered);
+    }
+    return result;
   };
   try {
     await fn();

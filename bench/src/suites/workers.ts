@@ -29,6 +29,8 @@ import { type Config, type Mode, type Result, TurnState, turnGraph, turnRunner }
 const script = join(dirname(fileURLToPath(import.meta.url)), '..', 'workers', 'pg-turns.js');
 const TURNS = Number(process.env.CAIRN_BENCH_WORKER_TURNS ?? 100);
 const COUNTS = [1, 2, 4, 8];
+/** Only the new-thread comparison, not the worker processes (for iterating on it). */
+const NEW_THREAD_ONLY = process.env.CAIRN_BENCH_NEW_THREAD_ONLY === '1';
 /** The worker number of the suite's own turns (no spawned worker has it). */
 const workersMax = Math.max(...COUNTS);
 const OWN = 3;
@@ -342,6 +344,18 @@ const suite: Suite = {
     const waitMs = (trips: number, commits: number) =>
       (trips * first.roundTripMs + commits * first.commitMs).toFixed(1);
     log(`new thread + first message: ${first.row.ratio.toFixed(2)}x of one raw transaction`);
+    if (NEW_THREAD_ONLY) {
+      return {
+        markdown: [
+          `Only the new thread (CAIRN_BENCH_NEW_THREAD_ONLY): ${first.trips.cairn} round trips against ${first.trips.raw};`,
+          `a round trip ${first.roundTripMs.toFixed(3)} ms, a commit ${first.commitMs.toFixed(3)} ms; load average ${loadavg()
+            .map((x) => x.toFixed(1))
+            .join(', ')}.`,
+          '',
+          comparisonTable([first.row]),
+        ].join('\n'),
+      };
+    }
     const rows: Row[] = [];
     for (const workers of COUNTS) {
       for (const { mode, label } of MODES) {

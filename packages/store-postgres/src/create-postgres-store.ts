@@ -89,7 +89,9 @@ export async function createPostgresStore(
     const { connectionString } = connection;
     if (typeof connectionString !== 'string' || connectionString === '')
       throw invalidArgument('connectionString must be a non-empty string');
-    const pool = new pg.Pool({ connectionString, max: maxConnections });
+    // Pipelining: a transaction's BEGIN travels with its first statement, and a write
+    // whose answer is not needed (a batch of messages) with the next one.
+    const pool = new pg.Pool({ connectionString, max: maxConnections, pipeline: true });
     // An idle connection dropped by the server must not crash the process.
     pool.on('error', () => undefined);
     c = {

@@ -220,7 +220,9 @@ export class PostgresSession implements DriverSession {
   }
 
   async insertMessages(messages: Message[], jumps: MessageJump[]): Promise<void> {
-    await this.#q.query(
+    // Sent without waiting: a failure (a message id taken meanwhile) is reported by the
+    // session's next statement or its commit.
+    await this.#q.send(
       `INSERT INTO ${this.#s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)
        SELECT id, thread_id, parent_id, role, type, data::jsonb, created_at, depth, jump_id, jump_depth
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::int[],
@@ -278,6 +280,37 @@ export class PostgresSession implements DriverSession {
       ],
       BRANCH.decode,
     );
+  }
+
+  /** One statement: the branch is inserted only when the thread was (data-modifying CTEs). */
+  async insertThreadWithBranch(
+    t: Thread,
+    b: Omit<Branch, 'seq'>,
+  ): Promise<{ thread: boolean; branch: Branch | null }> {
+    const s = this.#s;
+    const thread = THREAD.insert(`${s}.threads`, (_, i) => `$${i + 1}`);
+    const [row] = await this.#rows(
+      `WITH t AS (${thread} ON CONFLICT (id) DO NOTHING RETURNING id),
+       b AS (
+         INSERT INTO ${s}.branches (id, thread_id, name, head_message_id, is_active, created_at, fork_message_id, parent_branch_id)
+         SELECT $7::text, t.id, $8::text, $9::text, $10::boolean, $11::float8, $12::text, $13::text FROM t
+         ON CONFLICT DO NOTHING RETURNING ${BRANCH.columns})
+       SELECT EXISTS (SELECT 1 FROM t) AS thread_inserted, b.* FROM (VALUES (1)) AS one LEFT JOIN b ON true`,
+      [
+        ...THREAD.values(t),
+        b.id,
+        b.name,
+        b.headMessageId,
+        b.isActive,
+        b.createdAt,
+        b.forkMessageId,
+        b.parentBranchId,
+      ],
+    );
+    return {
+      thread: row!.thread_inserted === true,
+      branch: row!.id === null ? null : BRANCH.decode(row!),
+    };
   }
 
   getBranchById(id: string): Promise<Branch | null> {

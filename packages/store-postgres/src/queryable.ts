@@ -16,6 +16,12 @@ export interface QueryResult<R = Row> {
  */
 export interface Queryable {
   query<R = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>>;
+  /**
+   * A statement whose result is not needed. In a transaction on a pipelining connection
+   * it is sent without waiting for its answer, and a failure is reported by the next
+   * statement (or the commit) instead; elsewhere it is `query`.
+   */
+  send(text: string, params: unknown[]): Promise<void>;
   transaction<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
   /** Several statements without parameters (migrations). */
   exec(text: string): Promise<void>;
@@ -82,7 +88,10 @@ export function sqlState(e: unknown): string | undefined {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
-type Session = Pick<Queryable, 'query' | 'exec'>;
+type Session = Pick<Queryable, 'query' | 'exec'> & {
+  /** Statements may be sent before the previous ones are answered (pg's `pipeline` mode). */
+  pipelined?: boolean;
+};
 
 const statementNames = new Map<string, string>();
 
@@ -101,6 +110,7 @@ function named(text: string, values: unknown[]): PgQueryConfig {
 
 function pgSession(client: PgQueryable): Session {
   return {
+    pipelined: (client as { pipeline?: unknown }).pipeline === true,
     async query<R>(text: string, params?: unknown[]) {
       const r = await (params ? client.query(named(text, params)) : client.query(text));
       return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
@@ -126,46 +136,92 @@ function pgliteSession(db: PGliteLike): Session {
 /**
  * A transaction's statements with fewer round trips: `BEGIN`, `RELEASE SAVEPOINT` and
  * `NOTIFY` are held back and sent with the next statement without parameters (`SAVEPOINT`,
- * `COMMIT`), as one multi-statement query. A held `BEGIN` goes first when a query comes; a
- * held release may wait past queries, which then run in the savepoint's subtransaction,
+ * `COMMIT`), as one multi-statement query. A held `BEGIN` goes first when a query comes
+ * (on a pipelining connection in the same round trip, without waiting for its answer);
+ * a held release may wait past queries, which then run in the savepoint's subtransaction,
  * whose fate is the enclosing one's either way (and a notification is delivered at commit
  * wherever it stands).
  * `COMMIT` and `ROLLBACK [TO SAVEPOINT]` end every held savepoint themselves, so held
  * releases are dropped; a rollback also drops held notifications (all held statements came
  * after the savepoint rolled back to, since a `SAVEPOINT` sends what is held). `flush`
  * sends what is held, for a transaction whose `COMMIT` is not this session's (PGlite's).
+ * On a pipelining connection, `send` does not wait: the statements sent are awaited with
+ * the next one (at the latest a savepoint's release or the commit), so the first failure
+ * is the one reported (answers come in order); a rollback awaits them and drops their
+ * failure, since it undoes them.
  */
-function holding(session: Session): Session & { flush(): Promise<void> } {
+function holding(session: Session): Session & { flush(): Promise<void>; send: Queryable['send'] } {
   let held: string[] = [];
-  return {
+  let sent: Promise<unknown>[] = [];
+  // biome-ignore lint/style/useConst: assigned once, read by its own methods
+  let self: Session & { flush(): Promise<void>; send: Queryable['send'] };
+  /**
+   * `next`, after the statements sent before it: its result, or the first failure in the
+   * order sent (answers arriving together may settle their promises in any order).
+   */
+  const after = async <T>(next: Promise<T>): Promise<T> => {
+    if (sent.length === 0) return next;
+    const before = sent;
+    sent = [];
+    next.catch(() => undefined);
+    for (const p of before) await p;
+    return next;
+  };
+  self = {
     async flush() {
-      if (held.length > 0) await session.exec(held.splice(0).join('; '));
+      if (held.length > 0) await after(session.exec(held.splice(0).join('; ')));
     },
-    async query(text, params) {
+    async query<R>(text: string, params?: unknown[]) {
       if (held[0] === 'BEGIN') {
         held.shift();
+        if (session.pipelined) {
+          // BEGIN's failure, if any, is the one reported.
+          const begin = session.exec('BEGIN');
+          const result = session.query<R>(text, params);
+          result.catch(() => undefined);
+          await begin;
+          return result;
+        }
         await session.exec('BEGIN');
       }
-      return session.query(text, params);
+      return after(session.query<R>(text, params));
+    },
+    async send(text, params) {
+      // The statement goes out now (with a held BEGIN, if any); only its answer waits.
+      const p = self.query(text, params);
+      if (!session.pipelined) {
+        await p;
+        return;
+      }
+      p.catch(() => undefined);
+      sent.push(p);
     },
     async exec(text) {
+      // A savepoint's statements answer before it is released: a failure is its own.
+      if (text.startsWith('RELEASE SAVEPOINT')) await after(Promise.resolve());
       if (text === 'BEGIN' || text.startsWith('RELEASE SAVEPOINT') || text.startsWith('NOTIFY')) {
         held.push(text);
         return;
       }
       if (text === 'COMMIT') held = held.filter((h) => !h.startsWith('RELEASE SAVEPOINT'));
-      else if (text.startsWith('ROLLBACK')) held = held.filter((h) => h === 'BEGIN');
+      else if (text.startsWith('ROLLBACK')) {
+        held = held.filter((h) => h === 'BEGIN');
+        await Promise.allSettled(sent.splice(0));
+      }
       const batch = [...held, text].join('; ');
       held = [];
-      await session.exec(batch);
+      await after(session.exec(batch));
     },
   };
+  return self;
 }
 
 /** A queryable bound to one connection that is inside a transaction (depth > 0 = savepoints). */
-function inTransaction(session: Session, depth = 0): Queryable {
+function inTransaction(session: Session & Pick<Queryable, 'send'>, depth = 0): Queryable {
   return {
-    ...session,
+    query: session.query,
+    exec: session.exec,
+    send: session.send,
     transaction: (fn) =>
       withSavepoint(session.exec, `cairn_sp_${depth}`, () => fn(inTransaction(session, depth + 1))),
   };
@@ -183,6 +239,8 @@ async function runTransaction<T>(
   let result: T;
   try {
     result = await fn(inTransaction(session));
+    // A statement sent without waiting may fail here, its transaction still open.
+    await session.exec('COMMIT');
   } catch (e) {
     try {
       await session.exec('ROLLBACK');
@@ -191,14 +249,18 @@ async function runTransaction<T>(
     }
     throw e;
   }
-  await session.exec('COMMIT');
   return result;
 }
 
 /** A pool: each transaction borrows a connection of its own. */
 export function poolQueryable(pool: PgPoolLike): Queryable {
+  const session = pgSession(pool);
   return {
-    ...pgSession(pool),
+    query: session.query,
+    exec: session.exec,
+    async send(text, params) {
+      await session.query(text, params);
+    },
     async transaction(fn) {
       const client = await pool.connect();
       try {
@@ -227,8 +289,13 @@ const connectionLocks = new WeakMap<object, AsyncLock>();
  */
 export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
   if (isPGlite(client)) {
+    const session = pgliteSession(client);
     return {
-      ...pgliteSession(client),
+      query: session.query,
+      exec: session.exec,
+      async send(text, params) {
+        await session.query(text, params);
+      },
       transaction: (fn) =>
         client.transaction(async (tx) => {
           const session = holding(pgliteSession(tx as PGliteLike));
@@ -247,6 +314,9 @@ export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
     },
     exec(text) {
       return turn.run(() => session.exec(text));
+    },
+    async send(text, params) {
+      await turn.run(() => session.query(text, params));
     },
     transaction(fn) {
       return turn.run(() => runTransaction(session, fn));

@@ -191,6 +191,17 @@ export interface DriverSession {
    * when the id or the (threadId, name) pair is already taken.
    */
   insertBranch(branch: Omit<Branch, 'seq'>): MaybePromise<Branch | null>;
+  /**
+   * Optional: `insertThread(thread)` and then, when it inserted, `insertBranch(branch)` of
+   * a branch of that thread, in one step (one statement, where separate ones would cost a
+   * round trip each). `thread` says whether the thread was inserted, `branch` is what
+   * `insertBranch` returned (null when the thread was not inserted). Without it the front
+   * door calls the two.
+   */
+  insertThreadWithBranch?(
+    thread: Thread,
+    branch: Omit<Branch, 'seq'>,
+  ): MaybePromise<{ thread: boolean; branch: Branch | null }>;
   getBranchById(id: string): MaybePromise<Branch | null>;
   getBranch(threadId: string, name: string): MaybePromise<Branch | null>;
   /** The thread's branches in creation order (`seq` ascending). */

@@ -224,16 +224,38 @@ async function appendCommit(
 
 /** Inserts a checked new thread; `CONFLICT` when its id is taken. */
 async function insertNewThread(s: DriverSession, t: Thread, touch: Touch): Promise<void> {
-  if (!(await s.insertThread(t)))
-    throw conflict(`thread ${show(t.id)} already exists`, { id: t.id });
+  threadInserted(await s.insertThread(t), t, touch);
+}
+
+function threadInserted(inserted: boolean, t: Thread, touch: Touch): void {
+  if (!inserted) throw conflict(`thread ${show(t.id)} already exists`, { id: t.id });
   touch({ threadId: t.id, kind: 'thread' });
 }
 
 /** Inserts a checked branch whose name is free in its thread; `CONFLICT` when its id is taken. */
 async function insertNewBranch(s: DriverSession, b: Omit<Branch, 'seq'>): Promise<Branch> {
-  const branch = await s.insertBranch(b);
+  return branchInserted(await s.insertBranch(b), b);
+}
+
+function branchInserted(branch: Branch | null, b: Omit<Branch, 'seq'>): Branch {
   if (!branch) throw conflict(`branch id ${show(b.id)} already exists`, { id: b.id });
   return branch;
+}
+
+/** `insertNewThread` and then `insertNewBranch` of a branch of it, in one step where the driver can. */
+async function insertNewThreadWithBranch(
+  s: DriverSession,
+  t: Thread,
+  b: Omit<Branch, 'seq'>,
+  touch: Touch,
+): Promise<Branch> {
+  if (!s.insertThreadWithBranch) {
+    await insertNewThread(s, t, touch);
+    return insertNewBranch(s, b);
+  }
+  const inserted = await s.insertThreadWithBranch(t, b);
+  threadInserted(inserted.thread, t, touch);
+  return branchInserted(inserted.branch, b);
 }
 
 /** Stores a checked batch; touches each thread it adds to. */
@@ -348,9 +370,8 @@ class FrontDoor implements Store {
       now,
     );
     return this.#write(async (s, touch) => {
-      await insertNewThread(s, thread, touch);
       // The thread is this session's own: no other branch of it can be active.
-      const branch = await insertNewBranch(s, { ...b, isActive: true });
+      const branch = await insertNewThreadWithBranch(s, thread, { ...b, isActive: true }, touch);
       touch({ threadId: thread.id, kind: 'branch', branchId: b.id, headMessageId: null });
       return { thread, branch };
     });
