@@ -24,6 +24,13 @@ export async function postgresUnreachable(): Promise<string | null> {
  * unless its client pipelines and a query of it is still unanswered, which it travels with.
  */
 export async function roundTrips(fn: () => unknown): Promise<number> {
+  return (await wireCounts(fn)).roundTrips;
+}
+
+/** `roundTrips`, and the queries sent (a simple query of several statements counts once). */
+export async function wireCounts(
+  fn: () => unknown,
+): Promise<{ roundTrips: number; queries: number }> {
   type Client = { pipeline?: boolean };
   const proto = pg.Client.prototype as unknown as {
     query: (this: Client, ...args: unknown[]) => unknown;
@@ -31,9 +38,11 @@ export async function roundTrips(fn: () => unknown): Promise<number> {
   const original = proto.query;
   const unanswered = new WeakMap<Client, number>();
   let n = 0;
+  let queries = 0;
   proto.query = function (this: Client, ...args: unknown[]) {
     const waiting = unanswered.get(this) ?? 0;
     if (!(this.pipeline && waiting > 0)) n++;
+    queries++;
     const result = original.apply(this, args);
     if (result instanceof Promise) {
       unanswered.set(this, waiting + 1);
@@ -47,5 +56,5 @@ export async function roundTrips(fn: () => unknown): Promise<number> {
   } finally {
     proto.query = original;
   }
-  return n;
+  return { roundTrips: n, queries };
 }

@@ -22,7 +22,7 @@ import {
   measure,
   type Suite,
 } from '../harness.js';
-import { POSTGRES_URL, postgresUnreachable, roundTrips } from '../postgres.js';
+import { POSTGRES_URL, postgresUnreachable, roundTrips, wireCounts } from '../postgres.js';
 import { runProcesses } from '../processes.js';
 import { type Config, type Mode, type Result, TurnState, turnGraph, turnRunner } from '../turns.js';
 
@@ -186,6 +186,7 @@ async function scenario(mode: Mode, label: string, workers: number): Promise<Row
 interface Alone {
   row: Comparison;
   trips: { cairn: number; raw: number };
+  queries: { cairn: number; raw: number };
   roundTripMs: number;
   commitMs: number;
 }
@@ -247,9 +248,11 @@ async function newThread(): Promise<Alone> {
       5,
       101,
     );
+    const counts = { cairn: await wireCounts(cairn.run), raw: await wireCounts(raw.run) };
     return {
       row,
-      trips: { cairn: await roundTrips(cairn.run), raw: await roundTrips(raw.run) },
+      trips: { cairn: counts.cairn.roundTrips, raw: counts.raw.roundTrips },
+      queries: { cairn: counts.cairn.queries, raw: counts.raw.queries },
       roundTripMs: roundTrip.medianMs,
       commitMs: commit.medianMs,
     };
@@ -264,6 +267,14 @@ async function newThread(): Promise<Alone> {
 }
 
 const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
+
+/** The round trips of the new-thread case against the raw transaction's, in words. */
+function tripGap(a: Alone): string {
+  const more = a.trips.cairn - a.trips.raw;
+  if (more === 0) return 'and as many round trips';
+  const cost = (Math.abs(more) * a.roundTripMs).toFixed(2);
+  return more > 0 ? `and ${more} more round trips, ${cost} ms` : `less the ${-more} round trips saved, ${cost} ms`;
+}
 
 /**
  * What limits throughput, and what to do at 10x and 100x the load: the reasoning is fixed,
@@ -396,15 +407,17 @@ const suite: Suite = {
         table,
         '',
         `A new thread and its first message, alone (no workers running): ${first.trips.cairn} round trips`,
-        'and two commits (`openThread`: the thread and its active `main` branch in one write,',
-        '`createThreadWithBranch`; `save`: the message and the head in one write,',
-        `\`addMessagesOnBranch\`), against ${first.trips.raw} round trips and one commit for the raw`,
-        'transaction (round trips counted in the run). With the round trip and commit costs measured',
-        `below, the waiting alone is ${waitMs(first.trips.cairn, 2)} ms against ${waitMs(first.trips.raw, 1)} ms, of which the`,
-        `second commit is ${first.commitMs.toFixed(2)} ms and the ${first.trips.cairn - first.trips.raw} more round trips`,
-        `${((first.trips.cairn - first.trips.raw) * first.roundTripMs).toFixed(2)} ms; the rest is CPU. One commit would`,
-        'need the thread and its branch written with its first message, that is a thread invisible to',
-        'other processes until its first write (not done).',
+        `(${first.queries.cairn} queries) and two commits, against ${first.trips.raw} round trips (${first.queries.raw} queries) and one`,
+        'commit for the raw transaction (counted in the run). `openThread` sends the thread and its',
+        'active `main` branch as one statement (`createThreadWithBranch`), then the commit; `save` looks',
+        'the batch up (its thread, its message id), inserts the message and moves the head',
+        "(`addMessagesOnBranch`), then commits. The store's pool pipelines: a transaction's BEGIN",
+        'travels with its first statement, the insert with the head move, the NOTIFYs with the COMMIT.',
+        `With the round trip and commit costs measured below, the waiting alone is ${waitMs(first.trips.cairn, 2)} ms against`,
+        `${waitMs(first.trips.raw, 1)} ms: the second commit, ${first.commitMs.toFixed(2)} ms, ${tripGap(first)}; the rest is CPU, Postgres`,
+        'executing more statements (the lookup, the head move, the NOTIFYs) and Node sending them and',
+        'running the engine. One commit would need the thread and its branch written with its first',
+        'message, that is a thread invisible to other processes until its first write (not done).',
         '',
         comparisonTable([first.row]),
         '',

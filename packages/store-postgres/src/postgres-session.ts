@@ -222,25 +222,33 @@ export class PostgresSession implements DriverSession {
   async insertMessages(messages: Message[], jumps: MessageJump[]): Promise<void> {
     // Sent without waiting: a failure (a message id taken meanwhile) is reported by the
     // session's next statement or its commit.
-    await this.#q.send(
-      `INSERT INTO ${this.#s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)
+    await this.#q.send(this.#insertMessagesSql(), insertMessagesParams(messages, jumps));
+  }
+
+  /** One statement: the UPDATE of moveHead cannot see the CTE's rows, so it tests the thread. */
+  insertMessagesMovingHead(
+    messages: Message[],
+    jumps: MessageJump[],
+    branchId: string,
+    expectedHeadId: string | null,
+  ): Promise<Branch | null> {
+    const head = messages.at(-1)!;
+    return this.#one(
+      `WITH inserted AS (${this.#insertMessagesSql()})
+       UPDATE ${this.#s}.branches b SET head_message_id = $11
+       WHERE b.id = $12 AND b.head_message_id IS NOT DISTINCT FROM $13::text AND b.thread_id = $14
+       RETURNING ${BRANCH.columns}`,
+      [...insertMessagesParams(messages, jumps), head.id, branchId, expectedHeadId, head.threadId],
+      BRANCH.decode,
+    );
+  }
+
+  #insertMessagesSql(): string {
+    return `INSERT INTO ${this.#s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)
        SELECT id, thread_id, parent_id, role, type, data::jsonb, created_at, depth, jump_id, jump_depth
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::int[],
                    $9::text[], $10::int[])
-         AS u(id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)`,
-      [
-        messages.map((m) => m.id),
-        messages.map((m) => m.threadId),
-        messages.map((m) => m.parentId),
-        messages.map((m) => m.role),
-        messages.map((m) => m.type),
-        messages.map((m) => JSON.stringify(m.data)),
-        messages.map((m) => m.createdAt),
-        messages.map((m) => m.depth),
-        jumps.map((j) => j.jumpId),
-        jumps.map((j) => j.jumpDepth),
-      ],
-    );
+         AS u(id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)`;
   }
 
   getMessage(id: string): Promise<Message | null> {
@@ -740,6 +748,20 @@ export class PostgresSession implements DriverSession {
     );
   }
 }
+
+/** The parameters of `insertMessages`' statement: a column array each. */
+const insertMessagesParams = (messages: Message[], jumps: MessageJump[]) => [
+  messages.map((m) => m.id),
+  messages.map((m) => m.threadId),
+  messages.map((m) => m.parentId),
+  messages.map((m) => m.role),
+  messages.map((m) => m.type),
+  messages.map((m) => JSON.stringify(m.data)),
+  messages.map((m) => m.createdAt),
+  messages.map((m) => m.depth),
+  jumps.map((j) => j.jumpId),
+  jumps.map((j) => j.jumpDepth),
+];
 
 const toMemoryRow = (r: Row): MemoryRow => ({ memory: MEMORY.decode(r), seq: Number(r.seq) });
 

@@ -91,7 +91,12 @@ export function sqlState(e: unknown): string | undefined {
 type Session = Pick<Queryable, 'query' | 'exec'> & {
   /** Statements may be sent before the previous ones are answered (pg's `pipeline` mode). */
   pipelined?: boolean;
+  /** Runs `fn`, whose queries are then written to the socket together (one write). */
+  together?: (fn: () => void) => void;
 };
+
+/** node-postgres's socket, `client.connection.stream`, where it has one. */
+type Socket = { cork(): void; uncork(): void };
 
 const statementNames = new Map<string, string>();
 
@@ -109,8 +114,20 @@ function named(text: string, values: unknown[]): PgQueryConfig {
 }
 
 function pgSession(client: PgQueryable): Session {
+  const socket = (client as { connection?: { stream?: Partial<Socket> } }).connection?.stream;
   return {
     pipelined: (client as { pipeline?: unknown }).pipeline === true,
+    together:
+      typeof socket?.cork === 'function' && typeof socket.uncork === 'function'
+        ? (fn) => {
+            (socket as Socket).cork();
+            try {
+              fn();
+            } finally {
+              (socket as Socket).uncork();
+            }
+          }
+        : undefined,
     async query<R>(text: string, params?: unknown[]) {
       const r = await (params ? client.query(named(text, params)) : client.query(text));
       return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
@@ -175,9 +192,14 @@ function holding(session: Session): Session & { flush(): Promise<void>; send: Qu
       if (held[0] === 'BEGIN') {
         held.shift();
         if (session.pipelined) {
-          // BEGIN's failure, if any, is the one reported.
-          const begin = session.exec('BEGIN');
-          const result = session.query<R>(text, params);
+          // One write for both (where the socket can be corked); BEGIN's failure, if
+          // any, is the one reported.
+          let begin = Promise.resolve();
+          let result = Promise.resolve({ rows: [], rowCount: 0 } as QueryResult<R>);
+          (session.together ?? ((fn) => fn()))(() => {
+            begin = session.exec('BEGIN');
+            result = session.query<R>(text, params);
+          });
           result.catch(() => undefined);
           await begin;
           return result;

@@ -169,6 +169,17 @@ export interface DriverSession {
    * are immutable.
    */
   insertMessages(messages: Message[], jumps: MessageJump[]): MaybePromise<void>;
+  /**
+   * Optional: `insertMessages(messages, jumps)` and then `moveHead(branchId,
+   * expectedHeadId, <the last message's id>)`, in one step (one statement), returning what
+   * `moveHead` returns. Without it the front door calls the two.
+   */
+  insertMessagesMovingHead?(
+    messages: Message[],
+    jumps: MessageJump[],
+    branchId: string,
+    expectedHeadId: string | null,
+  ): MaybePromise<Branch | null>;
   getMessage(id: string): MaybePromise<Message | null>;
   /** Every message of the thread, by depth then id (binary order, e.g. `COLLATE "C"`). */
   listMessages(threadId: string): MaybePromise<Message[]>;

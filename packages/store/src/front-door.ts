@@ -264,12 +264,20 @@ async function insertBatch(
   drafts: MessageDraft[],
   touch: Touch,
 ): Promise<Message[]> {
-  const known = await s.lookupMessageBatch(messageBatchLookups(drafts));
-  const planned = planMessageBatch(drafts, known);
+  const planned = await planBatch(s, drafts);
   await s.insertMessages(planned.messages, planned.jumps);
+  touchBatch(drafts, touch);
+  return planned.messages;
+}
+
+/** A checked batch against what is stored: its messages with depths, and their jumps. */
+async function planBatch(s: DriverSession, drafts: MessageDraft[]) {
+  return planMessageBatch(drafts, await s.lookupMessageBatch(messageBatchLookups(drafts)));
+}
+
+function touchBatch(drafts: MessageDraft[], touch: Touch): void {
   for (const threadId of new Set(drafts.map((m) => m.threadId)))
     touch({ threadId, kind: 'messages' });
-  return planned.messages;
 }
 
 /** The session of a running `transaction(fn)`: its driver session and what it changed. */
@@ -457,8 +465,16 @@ class FrontDoor implements Store {
     const drafts = normalizeNewMessages(messages, this.#d.now());
     if (drafts.length === 0) throw invalidArgument('addMessagesOnBranch needs a message');
     return this.#write(async (s, touch) => {
-      const saved = await insertBatch(s, drafts, touch);
-      const branch = await this.#moveHead(s, touch, branchId, expectedHeadId, saved.at(-1)!.id);
+      if (!s.insertMessagesMovingHead) {
+        const saved = await insertBatch(s, drafts, touch);
+        const branch = await this.#moveHead(s, touch, branchId, expectedHeadId, saved.at(-1)!.id);
+        return { messages: saved, branch };
+      }
+      const { messages: saved, jumps } = await planBatch(s, drafts);
+      const moved = await s.insertMessagesMovingHead(saved, jumps, branchId, expectedHeadId);
+      touchBatch(drafts, touch);
+      const head = saved.at(-1)!.id;
+      const branch = await this.#headMoved(s, touch, moved, branchId, expectedHeadId, head);
       return { messages: saved, branch };
     });
   }
@@ -608,6 +624,18 @@ class FrontDoor implements Store {
     newHeadId: string,
   ): Promise<Branch> {
     const moved = await s.moveHead(branchId, expectedHeadId, newHeadId);
+    return this.#headMoved(s, touch, moved, branchId, expectedHeadId, newHeadId);
+  }
+
+  /** The branch a head move returned, or why it moved nothing. */
+  async #headMoved(
+    s: DriverSession,
+    touch: Touch,
+    moved: Branch | null,
+    branchId: string,
+    expectedHeadId: string | null,
+    newHeadId: string,
+  ): Promise<Branch> {
     if (moved) {
       touch({ threadId: moved.threadId, kind: 'branch', branchId, headMessageId: newHeadId });
       return moved;

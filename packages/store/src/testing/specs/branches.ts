@@ -523,6 +523,21 @@ export function describeBranches(options: StoreConformanceOptions): void {
         );
         expect(await store().getMessage(id)).toBeNull();
       });
+
+      it("writes nothing when the new head is in another thread than the branch's (INVALID_ARGUMENT)", async () => {
+        const { branch } = await store().createThreadWithBranch({});
+        const other = await makeThread(store());
+        const id = newId();
+        await expectCode(
+          () =>
+            store().addMessagesOnBranch(branch.id, null, [
+              { id, threadId: other.id, parentId: null, role: 'user', data: 'elsewhere' },
+            ]),
+          'INVALID_ARGUMENT',
+        );
+        expect(await store().getMessage(id)).toBeNull();
+        expect(await store().getBranchById(branch.id)).toEqual(branch);
+      });
     });
 
     describe('moveHead', () => {

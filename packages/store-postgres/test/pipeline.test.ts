@@ -1,0 +1,61 @@
+import pg from 'pg';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { poolQueryable, type Queryable } from '../src/queryable.js';
+import { describeServer, POSTGRES_URL } from './support.js';
+
+/** The SQLSTATE a call failed with (it must fail). */
+const failure = (call: Promise<unknown>) =>
+  call.then(
+    () => expect.fail('the call succeeded'),
+    (e: unknown) => (e as { code?: string }).code,
+  );
+
+describeServer('a pipelining pool: statements sent without waiting', () => {
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 1, pipeline: true });
+  const table = `cairn_pipeline_${process.pid}`;
+  let db: Queryable;
+  const ids = async () =>
+    (await db.query<{ id: string }>(`SELECT id FROM ${table} ORDER BY id`)).rows.map((r) => r.id);
+
+  beforeAll(async () => {
+    db = poolQueryable(pool);
+    await db.exec(`DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} (id text PRIMARY KEY)`);
+    await db.query(`INSERT INTO ${table} VALUES ($1)`, ['taken']);
+  });
+  afterAll(async () => {
+    await db.exec(`DROP TABLE IF EXISTS ${table}`);
+    await pool.end();
+  });
+
+  it('reports a failed send, not what failed after it, and rolls the transaction back', async () => {
+    const code = await failure(
+      db.transaction(async (q) => {
+        await q.send(`INSERT INTO ${table} VALUES ($1)`, ['a']);
+        await q.send(`INSERT INTO ${table} VALUES ($1)`, ['taken']);
+        // Sent before the failure is known: it fails too (the transaction is aborted).
+        await q.query(`INSERT INTO ${table} VALUES ($1)`, ['b']);
+      }),
+    );
+    expect(code).toBe('23505');
+    // ... also when nothing follows but the commit.
+    const atCommit = await failure(
+      db.transaction((q) => q.send(`INSERT INTO ${table} VALUES ($1)`, ['taken'])),
+    );
+    expect(atCommit).toBe('23505');
+    expect(await ids()).toEqual(['taken']);
+    // The connection (the pool's only one) was left outside any transaction.
+    expect((await db.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+  });
+
+  it('reports a failed send within its savepoint, which the transaction survives', async () => {
+    await db.transaction(async (q) => {
+      await q.send(`INSERT INTO ${table} VALUES ($1)`, ['c']);
+      const code = await failure(
+        q.transaction((sp) => sp.send(`INSERT INTO ${table} VALUES ($1)`, ['taken'])),
+      );
+      expect(code).toBe('23505');
+      await q.send(`INSERT INTO ${table} VALUES ($1)`, ['d']);
+    });
+    expect(await ids()).toEqual(['c', 'd', 'taken']);
+  });
+});
