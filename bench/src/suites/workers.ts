@@ -273,7 +273,9 @@ function tripGap(a: Alone): string {
   const more = a.trips.cairn - a.trips.raw;
   if (more === 0) return 'and as many round trips';
   const cost = (Math.abs(more) * a.roundTripMs).toFixed(2);
-  return more > 0 ? `and ${more} more round trips, ${cost} ms` : `less the ${-more} round trips saved, ${cost} ms`;
+  return more > 0
+    ? `and ${more} more round trips, ${cost} ms`
+    : `less the ${-more} round trips saved, ${cost} ms`;
 }
 
 /**

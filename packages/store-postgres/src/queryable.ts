@@ -170,8 +170,6 @@ function pgliteSession(db: PGliteLike): Session {
 function holding(session: Session): Session & { flush(): Promise<void>; send: Queryable['send'] } {
   let held: string[] = [];
   let sent: Promise<unknown>[] = [];
-  // biome-ignore lint/style/useConst: assigned once, read by its own methods
-  let self: Session & { flush(): Promise<void>; send: Queryable['send'] };
   /**
    * `next`, after the statements sent before it: its result, or the first failure in the
    * order sent (answers arriving together may settle their promises in any order).
@@ -184,7 +182,7 @@ function holding(session: Session): Session & { flush(): Promise<void>; send: Qu
     for (const p of before) await p;
     return next;
   };
-  self = {
+  const self: Session & { flush(): Promise<void>; send: Queryable['send'] } = {
     async flush() {
       if (held.length > 0) await after(session.exec(held.splice(0).join('; ')));
     },
