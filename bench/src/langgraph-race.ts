@@ -110,6 +110,45 @@ export async function schemaBytes(client: pg.Client, schema: string): Promise<nu
   return Number(rows[0].b);
 }
 
+/**
+ * Where a Postgres schema's bytes are, per table: rows, the table's own pages (heap with its
+ * TOAST), its indexes, and the total `schemaBytes` adds up; empty tables in one line.
+ */
+export async function schemaBreakdown(client: pg.Client, schema: string): Promise<string> {
+  const { rows } = await client.query<{
+    name: string;
+    heap: string;
+    indexes: string;
+    total: string;
+    rows: string;
+  }>(
+    `SELECT c.relname AS name, pg_table_size(c.oid)::bigint AS heap,
+       pg_indexes_size(c.oid)::bigint AS indexes, pg_total_relation_size(c.oid)::bigint AS total,
+       (xpath('/row/n/text()', query_to_xml(format('SELECT count(*) AS n FROM %I.%I', n.nspname, c.relname), false, true, '')))[1]::text AS rows
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY pg_total_relation_size(c.oid) DESC, c.relname`,
+    [schema],
+  );
+  const kb = (b: string | number) => (Number(b) / 1024).toFixed(0);
+  const lines = [
+    '| table | rows | table KB (heap + TOAST) | indexes KB | total KB | bytes per row |',
+    '| --- | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  const empty = rows.filter((r) => Number(r.rows) === 0);
+  for (const r of rows.filter((r) => Number(r.rows) > 0)) {
+    lines.push(
+      `| ${r.name} | ${r.rows} | ${kb(r.heap)} | ${kb(r.indexes)} | ${kb(r.total)} | ${(Number(r.total) / Number(r.rows)).toFixed(0)} |`,
+    );
+  }
+  if (empty.length > 0) {
+    const sum = (k: 'heap' | 'indexes' | 'total') => empty.reduce((a, r) => a + Number(r[k]), 0);
+    lines.push(
+      `| ${empty.length} empty tables (${empty.map((r) => r.name).join(', ')}) | 0 | ${kb(sum('heap'))} | ${kb(sum('indexes'))} | ${kb(sum('total'))} | |`,
+    );
+  }
+  return lines.join('\n');
+}
+
 async function elapsed(fn: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();
   await fn();
@@ -219,7 +258,7 @@ export const description = [
   `One \`StateGraph(MessagesAnnotation)\` chat agent with one node (a deterministic fake model), ${TURNS} turns`,
   'of a ~300-byte question and a ~300-byte reply, the savers interleaved turn by turn in one process.',
   'The text is seeded prose, different in every message: sentences of the 3,000 most common English',
-  'words drawn by Zipf\'s law (gzip shrinks all 2,000 messages 2.6x, as ordinary English text).',
+  "words drawn by Zipf's law (gzip shrinks all 2,000 messages 2.6x, as ordinary English text).",
   "Bytes: the SQLite file after a WAL checkpoint, or every table of the saver's Postgres schema",
   `(\`pg_total_relation_size\`). getState: the median of ${GET_STATE_ROUNDS} at the last turn on the saver that wrote`,
   `the thread, and of ${FRESH_ROUNDS} through a new saver instance each, the savers taking turns round by round.`,

@@ -12,6 +12,7 @@ import {
   description,
   race,
   type Subject,
+  schemaBreakdown,
   schemaBytes,
   TURNS,
   table,
@@ -54,6 +55,15 @@ const suite: Suite = {
       log(`Postgres: ${TURNS} turns on ${subjects.map((s) => s.name).join(', ')}`);
       const results = await race(subjects, log);
       for (const s of subjects) await s.close();
+      const breakdown: string[] = [];
+      for (const [k, s] of subjects.entries()) {
+        breakdown.push(
+          `${s.name}, after ${TURNS} turns:`,
+          '',
+          await schemaBreakdown(admin, schemas[k]!),
+          '',
+        );
+      }
       return {
         markdown: [
           description,
@@ -61,6 +71,10 @@ const suite: Suite = {
           table(subjects, results),
           '',
           targets(subjects, results, 0),
+          '',
+          'Where the bytes are (`pg_table_size`, `pg_indexes_size`, `pg_total_relation_size` per table):',
+          '',
+          ...breakdown,
         ].join('\n'),
       };
     } finally {
