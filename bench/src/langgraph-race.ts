@@ -40,6 +40,17 @@ export const text = (i: number, who: 'user' | 'assistant') => {
   );
 };
 
+/** The thread's message list after `turns` turns, as the chat graph builds it. */
+export function threadMessages(turns: number, say = text): BaseMessage[] {
+  const messages: BaseMessage[] = [];
+  for (let i = 1; i <= turns; i++) {
+    messages.push(new HumanMessage({ id: `h-${i}`, content: say(i, 'user') }));
+    const n = messages.length;
+    messages.push(new AIMessage({ id: `ai-${n}`, content: say(n, 'assistant') }));
+  }
+  return messages;
+}
+
 const mb = (bytes: number) => (bytes / 1e6).toFixed(2);
 const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
