@@ -219,7 +219,7 @@ export const description = [
   `One \`StateGraph(MessagesAnnotation)\` chat agent with one node (a deterministic fake model), ${TURNS} turns`,
   'of a ~300-byte question and a ~300-byte reply, the savers interleaved turn by turn in one process.',
   'The text is seeded prose, different in every message: sentences of the 3,000 most common English',
-  'words drawn by Zipf\'s law (gzip shrinks all 2,000 messages 2.6x, as ordinary English text).',
+  "words drawn by Zipf's law (gzip shrinks all 2,000 messages 2.6x, as ordinary English text).",
   "Bytes: the SQLite file after a WAL checkpoint, or every table of the saver's Postgres schema",
   `(\`pg_total_relation_size\`). getState: the median of ${GET_STATE_ROUNDS} at the last turn on the saver that wrote`,
   `the thread, and of ${FRESH_ROUNDS} through a new saver instance each, the savers taking turns round by round.`,
