@@ -53,6 +53,8 @@ export function threadMessages(turns: number, say = text): BaseMessage[] {
 
 const mb = (bytes: number) => (bytes / 1e6).toFixed(2);
 const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
+/** A ratio as `0.47x`, or as `1/245` where two decimals would round it to nothing. */
+const times = (x: number) => (x >= 0.1 ? `${x.toFixed(2)}x` : `1/${Math.round(1 / x)}`);
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const cpuMs = (since: NodeJS.CpuUsage) => {
   const u = process.cpuUsage(since);
@@ -332,7 +334,7 @@ export function targets(
     check(
       history <= 1 / 2,
       `getStateHistory over ${at} ≤ 1/2 of ${stock}'s time`,
-      `${history.toFixed(2)}x wall, ${(cairn.historyCpu! / b.historyCpu!).toFixed(2)}x CPU of this process`,
+      `${times(history)} wall, ${times(cairn.historyCpu! / b.historyCpu!)} CPU of this process`,
     );
   } else {
     lines.push(`- getStateHistory ≤ 1/2 of ${stock}'s time: not measured in this run.`);
