@@ -28,6 +28,7 @@ import {
   TASKS,
   WRITES_IDX_MAP,
 } from '@langchain/langgraph-checkpoint';
+import { MessageReviver } from './revive.js';
 import {
   type CachedNode,
   type ChannelRef,
@@ -216,12 +217,14 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #messageChannels: Set<string>;
   readonly #cachedThreads: number;
   readonly #threads = new Map<string, ThreadLogs>();
+  readonly #reviver: MessageReviver;
 
   constructor(store: Store, options: CairnSaverOptions = {}) {
     super(options.serde);
     this.#store = store;
     this.#messageChannels = new Set(options.messageChannels ?? ['messages']);
     this.#cachedThreads = options.cachedThreads ?? 100;
+    this.#reviver = new MessageReviver();
   }
 
   /** The store this saver writes to. */
@@ -873,16 +876,21 @@ export class CairnSaver extends BaseCheckpointSaver {
   ): Promise<unknown> {
     if (!isStoredList(ref)) return this.#decode(ref, thread);
     const ids = await this.#chainIds(thread, ref);
-    if (!revived) {
+    const fast = this.#reviver.covers(this.serde);
+    if (!revived && !fast) {
       const json = `[${ids.map((id) => nodeJson(thread.nodes.get(id)!)).join(',')}]`;
       return this.serde.loadsTyped('json', json);
     }
     const list: unknown[] = [];
     for (const id of ids) {
-      if (!revived.has(id)) {
-        revived.set(id, await this.serde.loadsTyped('json', nodeJson(thread.nodes.get(id)!)));
+      let value = revived?.get(id);
+      if (value === undefined) {
+        const node = thread.nodes.get(id)!;
+        const slow = () => this.serde.loadsTyped('json', nodeJson(node));
+        value = await (fast ? this.#reviver.revive(node, slow) : slow());
+        revived?.set(id, value);
       }
-      list.push(revived.get(id));
+      list.push(value);
     }
     return list;
   }

@@ -182,6 +182,8 @@ export interface CachedNode {
   parent: string | null;
   value?: JsonValue;
   json?: string;
+  /** What the fast path of `MessageReviver` knows it by (null: the serde revives it), once known. */
+  sig?: string | null;
 }
 
 export function isStoredList(ref: ChannelRef): ref is StoredList {
