@@ -40,8 +40,21 @@ export const text = (i: number, who: 'user' | 'assistant') => {
   );
 };
 
+/** The thread's message list after `turns` turns, as the chat graph builds it. */
+export function threadMessages(turns: number, say = text): BaseMessage[] {
+  const messages: BaseMessage[] = [];
+  for (let i = 1; i <= turns; i++) {
+    messages.push(new HumanMessage({ id: `h-${i}`, content: say(i, 'user') }));
+    const n = messages.length;
+    messages.push(new AIMessage({ id: `ai-${n}`, content: say(n, 'assistant') }));
+  }
+  return messages;
+}
+
 const mb = (bytes: number) => (bytes / 1e6).toFixed(2);
 const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
+/** A ratio as `0.47x`, or as `1/245` where two decimals would round it to nothing. */
+const times = (x: number) => (x >= 0.1 ? `${x.toFixed(2)}x` : `1/${Math.round(1 / x)}`);
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const cpuMs = (since: NodeJS.CpuUsage) => {
   const u = process.cpuUsage(since);
@@ -108,6 +121,45 @@ export async function schemaBytes(client: pg.Client, schema: string): Promise<nu
     [schema],
   );
   return Number(rows[0].b);
+}
+
+/**
+ * Where a Postgres schema's bytes are, per table: rows, the table's own pages (heap with its
+ * TOAST), its indexes, and the total `schemaBytes` adds up; empty tables in one line.
+ */
+export async function schemaBreakdown(client: pg.Client, schema: string): Promise<string> {
+  const { rows } = await client.query<{
+    name: string;
+    heap: string;
+    indexes: string;
+    total: string;
+    rows: string;
+  }>(
+    `SELECT c.relname AS name, pg_table_size(c.oid)::bigint AS heap,
+       pg_indexes_size(c.oid)::bigint AS indexes, pg_total_relation_size(c.oid)::bigint AS total,
+       (xpath('/row/n/text()', query_to_xml(format('SELECT count(*) AS n FROM %I.%I', n.nspname, c.relname), false, true, '')))[1]::text AS rows
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY pg_total_relation_size(c.oid) DESC, c.relname`,
+    [schema],
+  );
+  const kb = (b: string | number) => (Number(b) / 1024).toFixed(0);
+  const lines = [
+    '| table | rows | table KB (heap + TOAST) | indexes KB | total KB | bytes per row |',
+    '| --- | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  const empty = rows.filter((r) => Number(r.rows) === 0);
+  for (const r of rows.filter((r) => Number(r.rows) > 0)) {
+    lines.push(
+      `| ${r.name} | ${r.rows} | ${kb(r.heap)} | ${kb(r.indexes)} | ${kb(r.total)} | ${(Number(r.total) / Number(r.rows)).toFixed(0)} |`,
+    );
+  }
+  if (empty.length > 0) {
+    const sum = (k: 'heap' | 'indexes' | 'total') => empty.reduce((a, r) => a + Number(r[k]), 0);
+    lines.push(
+      `| ${empty.length} empty tables (${empty.map((r) => r.name).join(', ')}) | 0 | ${kb(sum('heap'))} | ${kb(sum('indexes'))} | ${kb(sum('total'))} | |`,
+    );
+  }
+  return lines.join('\n');
 }
 
 async function elapsed(fn: () => Promise<unknown>): Promise<number> {
@@ -282,7 +334,7 @@ export function targets(
     check(
       history <= 1 / 2,
       `getStateHistory over ${at} ≤ 1/2 of ${stock}'s time`,
-      `${history.toFixed(2)}x wall, ${(cairn.historyCpu! / b.historyCpu!).toFixed(2)}x CPU of this process`,
+      `${times(history)} wall, ${times(cairn.historyCpu! / b.historyCpu!)} CPU of this process`,
     );
   } else {
     lines.push(`- getStateHistory ≤ 1/2 of ${stock}'s time: not measured in this run.`);
