@@ -92,7 +92,7 @@ type Session = Pick<Queryable, 'query' | 'exec'> & {
   /** Statements may be sent before the previous ones are answered (pg's `pipeline` mode). */
   pipelined?: boolean;
   /** Runs `fn`, whose queries are then written to the socket together (one write). */
-  together?: (fn: () => void) => void;
+  together?: <T>(fn: () => T) => T;
 };
 
 /** node-postgres's socket, `client.connection.stream`, where it has one. */
@@ -122,7 +122,7 @@ function pgSession(client: PgQueryable): Session {
         ? (fn) => {
             (socket as Socket).cork();
             try {
-              fn();
+              return fn();
             } finally {
               (socket as Socket).uncork();
             }
@@ -192,12 +192,9 @@ function holding(session: Session): Session & { flush(): Promise<void>; send: Qu
         if (session.pipelined) {
           // One write for both (where the socket can be corked); BEGIN's failure, if
           // any, is the one reported.
-          let begin = Promise.resolve();
-          let result = Promise.resolve({ rows: [], rowCount: 0 } as QueryResult<R>);
-          (session.together ?? ((fn) => fn()))(() => {
-            begin = session.exec('BEGIN');
-            result = session.query<R>(text, params);
-          });
+          const [begin, result] = (session.together ?? ((fn) => fn()))(
+            () => [session.exec('BEGIN'), session.query<R>(text, params)] as const,
+          );
           result.catch(() => undefined);
           await begin;
           return result;
@@ -235,6 +232,13 @@ function holding(session: Session): Session & { flush(): Promise<void>; send: Qu
   };
   return self;
 }
+
+/** `send` where statements are not pipelined: `query`, its result dropped. */
+const waiting =
+  (query: Queryable['query']): Queryable['send'] =>
+  async (text, params) => {
+    await query(text, params);
+  };
 
 /** A queryable bound to one connection that is inside a transaction (depth > 0 = savepoints). */
 function inTransaction(session: Session & Pick<Queryable, 'send'>, depth = 0): Queryable {
@@ -278,9 +282,7 @@ export function poolQueryable(pool: PgPoolLike): Queryable {
   return {
     query: session.query,
     exec: session.exec,
-    async send(text, params) {
-      await session.query(text, params);
-    },
+    send: waiting(session.query),
     async transaction(fn) {
       const client = await pool.connect();
       try {
@@ -313,9 +315,7 @@ export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
     return {
       query: session.query,
       exec: session.exec,
-      async send(text, params) {
-        await session.query(text, params);
-      },
+      send: waiting(session.query),
       transaction: (fn) =>
         client.transaction(async (tx) => {
           const session = holding(pgliteSession(tx as PGliteLike));
@@ -328,16 +328,14 @@ export function sessionQueryable(client: PgClientLike | PGliteLike): Queryable {
   const session = pgSession(client);
   const turn = connectionLocks.get(client) ?? new AsyncLock();
   connectionLocks.set(client, turn);
+  const query: Queryable['query'] = <R>(text: string, params?: unknown[]) =>
+    turn.run(() => session.query(text, params)) as Promise<QueryResult<R>>;
   return {
-    query<R>(text: string, params?: unknown[]) {
-      return turn.run(() => session.query(text, params)) as Promise<QueryResult<R>>;
-    },
+    query,
     exec(text) {
       return turn.run(() => session.exec(text));
     },
-    async send(text, params) {
-      await turn.run(() => session.query(text, params));
-    },
+    send: waiting(query),
     transaction(fn) {
       return turn.run(() => runTransaction(session, fn));
     },
