@@ -465,15 +465,16 @@ class FrontDoor implements Store {
     const drafts = normalizeNewMessages(messages, this.#d.now());
     if (drafts.length === 0) throw invalidArgument('addMessagesOnBranch needs a message');
     return this.#write(async (s, touch) => {
-      if (!s.insertMessagesMovingHead) {
-        const saved = await insertBatch(s, drafts, touch);
-        const branch = await this.#moveHead(s, touch, branchId, expectedHeadId, saved.at(-1)!.id);
-        return { messages: saved, branch };
-      }
       const { messages: saved, jumps } = await planBatch(s, drafts);
-      const moved = await s.insertMessagesMovingHead(saved, jumps, branchId, expectedHeadId);
-      touchBatch(drafts, touch);
       const head = saved.at(-1)!.id;
+      let moved: Branch | null;
+      if (s.insertMessagesMovingHead) {
+        moved = await s.insertMessagesMovingHead(saved, jumps, branchId, expectedHeadId);
+      } else {
+        await s.insertMessages(saved, jumps);
+        moved = await s.moveHead(branchId, expectedHeadId, head);
+      }
+      touchBatch(drafts, touch);
       const branch = await this.#headMoved(s, touch, moved, branchId, expectedHeadId, head);
       return { messages: saved, branch };
     });
@@ -1036,8 +1037,7 @@ class FrontDoor implements Store {
     const threadId = r.thread.id;
     await this.#write(async (s, touch) => {
       await insertNewThread(s, r.thread, touch);
-      const known = await s.lookupMessageBatch(messageBatchLookups(r.messages));
-      const planned = planMessageBatch(r.messages, known);
+      const planned = await planBatch(s, r.messages);
       await s.insertMessages(planned.messages, planned.jumps);
       for (const b of r.branches) await insertNewBranch(s, { ...b, isActive: false });
       if (r.activeBranchId !== null) await s.setActiveBranch(threadId, r.activeBranchId);
