@@ -217,14 +217,13 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #messageChannels: Set<string>;
   readonly #cachedThreads: number;
   readonly #threads = new Map<string, ThreadLogs>();
-  readonly #reviver: MessageReviver;
+  readonly #reviver = new MessageReviver();
 
   constructor(store: Store, options: CairnSaverOptions = {}) {
     super(options.serde);
     this.#store = store;
     this.#messageChannels = new Set(options.messageChannels ?? ['messages']);
     this.#cachedThreads = options.cachedThreads ?? 100;
-    this.#reviver = new MessageReviver();
   }
 
   /** The store this saver writes to. */
@@ -865,9 +864,10 @@ export class CairnSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * A stored value. A message list is revived as a whole, or, given `revived`, from the
-   * elements revived so far (each element was serialized on its own by `put`, so reviving it on
-   * its own gives the same value): a new array per call, its elements shared.
+   * A stored value. A message list is revived as a whole, or element by element (each element
+   * was serialized on its own by `put`, so reviving it on its own gives the same value): with
+   * the default serde, through `MessageReviver`'s direct build; given `revived`, from the
+   * elements revived so far, a new array per call, its elements shared.
    */
   async #value(
     thread: ThreadLogs,
