@@ -220,8 +220,8 @@ export class PostgresSession implements DriverSession {
   }
 
   async insertMessages(messages: Message[], jumps: MessageJump[]): Promise<void> {
-    // Sent without waiting: a failure (a message id taken meanwhile) is reported by the
-    // session's next statement or its commit.
+    // On a pipelining connection, sent without waiting: a failure (a message id taken
+    // meanwhile) is reported by the session's next statement or its commit.
     await this.#q.send(this.#insertMessagesSql(), insertMessagesParams(messages, jumps));
   }
 
