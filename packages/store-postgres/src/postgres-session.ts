@@ -225,7 +225,11 @@ export class PostgresSession implements DriverSession {
     await this.#q.send(this.#insertMessagesSql(), insertMessagesParams(messages, jumps));
   }
 
-  /** One statement: the UPDATE of moveHead cannot see the CTE's rows, so it tests the thread. */
+  /**
+   * One statement: the UPDATE of moveHead cannot see the CTE's rows, so it tests the
+   * thread, which it locks as `lookupMessageBatch` does (a batch of roots comes without
+   * that lookup).
+   */
   insertMessagesMovingHead(
     messages: Message[],
     jumps: MessageJump[],
@@ -234,9 +238,11 @@ export class PostgresSession implements DriverSession {
   ): Promise<Branch | null> {
     const head = messages.at(-1)!;
     return this.#one(
-      `WITH inserted AS (${this.#insertMessagesSql()})
+      `WITH inserted AS (${this.#insertMessagesSql()}),
+       th AS (SELECT t.id FROM ${this.#s}.threads t WHERE t.id = $14 FOR KEY SHARE)
        UPDATE ${this.#s}.branches b SET head_message_id = $11
        WHERE b.id = $12 AND b.head_message_id IS NOT DISTINCT FROM $13::text AND b.thread_id = $14
+         AND EXISTS (SELECT 1 FROM th)
        RETURNING ${BRANCH.columns}`,
       [...insertMessagesParams(messages, jumps), head.id, branchId, expectedHeadId, head.threadId],
       BRANCH.decode,

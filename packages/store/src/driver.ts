@@ -172,7 +172,11 @@ export interface DriverSession {
   /**
    * Optional: `insertMessages(messages, jumps)` and then `moveHead(branchId,
    * expectedHeadId, <the last message's id>)`, in one step (one statement), returning what
-   * `moveHead` returns. Without it the front door calls the two.
+   * `moveHead` returns. Without it the front door calls the two. For a batch of roots of
+   * one thread the front door skips `lookupMessageBatch`, so this step must fail on a
+   * taken message id, and move nothing unless the head's thread exists, locking it as
+   * the lookup does; on either, the front door rolls back and makes the call again with
+   * the lookup.
    */
   insertMessagesMovingHead?(
     messages: Message[],

@@ -275,6 +275,17 @@ async function planBatch(s: DriverSession, drafts: MessageDraft[]) {
   return planMessageBatch(drafts, await s.lookupMessageBatch(messageBatchLookups(drafts)));
 }
 
+/** Whether the batch is of one thread and each parent is null or earlier in the batch. */
+function isRootBatch(drafts: MessageDraft[]): boolean {
+  const ids = new Set<string>();
+  for (const d of drafts) {
+    if (d.threadId !== drafts[0]!.threadId) return false;
+    if (d.parentId !== null && !ids.has(d.parentId)) return false;
+    ids.add(d.id);
+  }
+  return true;
+}
+
 function touchBatch(drafts: MessageDraft[], touch: Touch): void {
   for (const threadId of new Set(drafts.map((m) => m.threadId)))
     touch({ threadId, kind: 'messages' });
@@ -464,20 +475,57 @@ class FrontDoor implements Store {
     if (expectedHeadId !== null) checkId(expectedHeadId, 'expectedHeadId');
     const drafts = normalizeNewMessages(messages, this.#d.now());
     if (drafts.length === 0) throw invalidArgument('addMessagesOnBranch needs a message');
-    return this.#write(async (s, touch) => {
-      const { messages: saved, jumps } = await planBatch(s, drafts);
-      const head = saved.at(-1)!.id;
-      let moved: Branch | null;
-      if (s.insertMessagesMovingHead) {
-        moved = await s.insertMessagesMovingHead(saved, jumps, branchId, expectedHeadId);
-      } else {
-        await s.insertMessages(saved, jumps);
-        moved = await s.moveHead(branchId, expectedHeadId, head);
-      }
-      touchBatch(drafts, touch);
-      const branch = await this.#headMoved(s, touch, moved, branchId, expectedHeadId, head);
-      return { messages: saved, branch };
+    // A batch of roots of one thread (each parent null or earlier in the batch) needs of
+    // what is stored only that the thread exists and the ids are free. A driver that
+    // inserts and moves the head in one statement checks both (see
+    // `insertMessagesMovingHead`), so the batch is first planned without the lookup; if
+    // that statement fails or moves nothing, it rolls back and the call is made again
+    // with the lookup, whose checks give the contract's error in the contract's order.
+    const write = (presume?: CairnError) =>
+      this.#write((s, touch) =>
+        this.#onBranch(s, touch, drafts, branchId, expectedHeadId, presume),
+      );
+    if (!isRootBatch(drafts)) return write();
+    const refused = new CairnError('CONFLICT', 'a batch planned without its lookup was refused');
+    return write(refused).catch((e: unknown) => {
+      if (e !== refused) throw e;
+      return write();
     });
+  }
+
+  /** `addMessagesOnBranch` in a session; with `refused`, a root batch without the lookup. */
+  async #onBranch(
+    s: DriverSession,
+    touch: Touch,
+    drafts: MessageDraft[],
+    branchId: string,
+    expectedHeadId: string | null,
+    refused?: CairnError,
+  ): Promise<{ messages: Message[]; branch: Branch }> {
+    const head = drafts.at(-1)!.id;
+    const presume = refused !== undefined && s.insertMessagesMovingHead !== undefined;
+    const { messages: saved, jumps } = presume
+      ? planMessageBatch(drafts, { threadIds: new Set([drafts[0]!.threadId]), messages: new Map() })
+      : await planBatch(s, drafts);
+    let moved: Branch | null;
+    if (presume) {
+      moved = await Promise.resolve(
+        s.insertMessagesMovingHead!(saved, jumps, branchId, expectedHeadId),
+      ).catch((e: unknown) => {
+        // A lock wait that gave up would only wait again.
+        if (this.#d.translate(e).code === 'TIMEOUT') throw e;
+        return null;
+      });
+      if (!moved) throw refused;
+    } else if (s.insertMessagesMovingHead) {
+      moved = await s.insertMessagesMovingHead(saved, jumps, branchId, expectedHeadId);
+    } else {
+      await s.insertMessages(saved, jumps);
+      moved = await s.moveHead(branchId, expectedHeadId, head);
+    }
+    touchBatch(drafts, touch);
+    const branch = await this.#headMoved(s, touch, moved, branchId, expectedHeadId, head);
+    return { messages: saved, branch };
   }
 
   async getMessage(id: string): Promise<Message | null> {

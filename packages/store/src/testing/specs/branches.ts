@@ -524,6 +524,36 @@ export function describeBranches(options: StoreConformanceOptions): void {
         expect(await store().getMessage(id)).toBeNull();
       });
 
+      it('refuses a batch of roots with a taken id (CONFLICT) or an unknown thread (NOT_FOUND), writing nothing, in a transaction too', async () => {
+        const { thread, branch } = await store().createThreadWithBranch({});
+        const [taken] = await makeChain(store(), thread.id, 1);
+        const fresh = newId();
+        const roots = (threadId: string) => [
+          { id: fresh, threadId, parentId: null, role: 'user', data: 'a' },
+          { id: taken!.id, threadId, parentId: fresh, role: 'assistant', data: 'b' },
+        ];
+        const e = await store()
+          .addMessagesOnBranch(branch.id, null, roots(thread.id))
+          .catch((x: unknown) => x);
+        expect(isCairnError(e, 'CONFLICT') && e.details.id).toBe(taken!.id);
+        const missing = newId();
+        const f = await store()
+          .addMessagesOnBranch(branch.id, null, [roots(missing)[0]!])
+          .catch((x: unknown) => x);
+        expect(isCairnError(f, 'NOT_FOUND') && f.details.threadId).toBe(missing);
+        const saved = await store().transaction(async (tx) => {
+          await expectCode(
+            () => tx.addMessagesOnBranch(branch.id, null, roots(thread.id)),
+            'CONFLICT',
+          );
+          return tx.addMessagesOnBranch(branch.id, null, [roots(thread.id)[0]!]);
+        });
+        expect(saved.messages.map((m) => m.id)).toEqual([fresh]);
+        expect(await store().getBranchById(branch.id)).toEqual({ ...branch, headMessageId: fresh });
+        expect(await store().getMessage(fresh)).toEqual(saved.messages[0]);
+        expect(await store().getMessage(taken!.id)).toEqual(taken);
+      });
+
       it("writes nothing when the new head is in another thread than the branch's (INVALID_ARGUMENT)", async () => {
         const { branch } = await store().createThreadWithBranch({});
         const other = await makeThread(store());
