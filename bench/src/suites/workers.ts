@@ -273,9 +273,10 @@ function tripGap(a: Alone): string {
   const more = a.trips.cairn - a.trips.raw;
   if (more === 0) return 'and as many round trips';
   const cost = (Math.abs(more) * a.roundTripMs).toFixed(2);
+  const trips = (n: number) => `${n} round trip${n === 1 ? '' : 's'}`;
   return more > 0
-    ? `and ${more} more round trips, ${cost} ms`
-    : `less the ${-more} round trips saved, ${cost} ms`;
+    ? `and ${trips(more)} more, ${cost} ms`
+    : `less the ${trips(-more)} saved, ${cost} ms`;
 }
 
 /**
