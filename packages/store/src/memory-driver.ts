@@ -179,8 +179,7 @@ class MemoryDriver implements Driver, DriverSession {
     return newest;
   }
   deleteThread(id: string): boolean {
-    if (!this.#threads.get(id)) return false;
-    this.#threads.delete(id);
+    if (!this.#threads.delete(id)) return false;
     for (const m of [...this.#messages.values()])
       if (m.threadId === id) {
         this.#messages.delete(m.id);
