@@ -662,18 +662,10 @@ class FrontDoor implements Store {
     checkId(branchId, 'branch id');
     if (expectedHeadId !== null) checkId(expectedHeadId, 'expectedHeadId');
     checkId(newHeadId, 'new head id');
-    return this.#write((s, touch) => this.#moveHead(s, touch, branchId, expectedHeadId, newHeadId));
-  }
-
-  async #moveHead(
-    s: DriverSession,
-    touch: Touch,
-    branchId: string,
-    expectedHeadId: string | null,
-    newHeadId: string,
-  ): Promise<Branch> {
-    const moved = await s.moveHead(branchId, expectedHeadId, newHeadId);
-    return this.#headMoved(s, touch, moved, branchId, expectedHeadId, newHeadId);
+    return this.#write(async (s, touch) => {
+      const moved = await s.moveHead(branchId, expectedHeadId, newHeadId);
+      return this.#headMoved(s, touch, moved, branchId, expectedHeadId, newHeadId);
+    });
   }
 
   /** The branch a head move returned, or why it moved nothing. */
