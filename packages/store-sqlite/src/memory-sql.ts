@@ -57,7 +57,7 @@ export function decodeVector(blob: Uint8Array, type: VectorArray = Float32Array)
   // Copy: a blob's offset in its buffer need not be aligned.
   const f = new type(blob.byteLength / type.BYTES_PER_ELEMENT);
   new Uint8Array(f.buffer).set(blob);
-  // A loop, not Array.from: V8 runs that through the iterator, ~5x slower at 384 values.
+  // A loop, not Array.from, which goes through the typed array's iterator.
   const out = new Array<number>(f.length);
   for (let i = 0; i < f.length; i++) out[i] = f[i]!;
   return out;
