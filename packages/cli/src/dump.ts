@@ -124,8 +124,8 @@ function decodeEmbedding(text: string): number[] | null {
 }
 
 /**
- * One line of a dump: `{"kind":…, fields in their fixed order}`. One object stringified
- * whole: about twice as fast as stringifying field by field.
+ * One line of a dump: `{"kind":…, fields in their fixed order}`, one object stringified
+ * whole.
  */
 function line(kind: Kind, value: object): string {
   const v = value as Record<string, unknown>;
