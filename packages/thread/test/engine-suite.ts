@@ -1,6 +1,6 @@
 import { isCairnError, type Message } from '@cairn/core';
 import type { Store } from '@cairn/store';
-import type { TestStoreKind } from '@cairn/store-postgres/testing';
+import type { TestStoreKind } from '@cairn/store/testing';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type CairnThread, openThread, stateAsOf, type ThreadEvent } from '../src/index.js';
 import { Research } from './schema.js';
