@@ -311,8 +311,7 @@ function analysis(rows: Row[], a: Alone): string {
   ${(c1.trips ?? 0) * a.roundTripMs > 6 * a.commitMs ? 'more than' : 'less than'} commits. The rest is CPU: Postgres executing the statements and
   Node running the engine and the driver, on 2 cores shared with the rest of the machine (load
   average above). Fewer statements cut both: the engine no longer re-reads what it just
-  wrote (a change carries the head or state version it wrote), and the lease is 9 (read,
-  take, release).
+  wrote (a change carries the head or state version it wrote).
 - **More workers: the 2 cores again.** The workers and the Postgres backends share 2 cores,
   so throughput stops growing once they are busy: best ${f(best.turnsPerSecond)} turns/s at
   ${best.workers} workers (${f(best.turnsPerSecond / c1.turnsPerSecond)}x of one), ${f(c8.turnsPerSecond)}
