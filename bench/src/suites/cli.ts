@@ -9,7 +9,7 @@ import { createPostgresStore } from '@cairn/store-postgres';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
+import { type Comparison, compare, comparisonTable, median, type Suite } from '../harness.js';
 import { POSTGRES_URL as URL } from '../postgres.js';
 import { clusteredVectors, rng } from '../random.js';
 
@@ -66,8 +66,6 @@ const partOf = (data: DataSet, part: number): DataSet => ({
   threads: data.threads.slice(0, Math.round(data.threads.length / part)),
   memories: data.memories.slice(0, Math.round(data.memories.length / part)),
 });
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /** Writes the data set through the store's own batched calls (the baseline of `copy`). */
 async function writeThrough(store: Store, data: DataSet): Promise<void> {

@@ -300,6 +300,7 @@ function analysis(rows: Row[], a: Alone): string {
     .reduce((x, y) => (y.turnsPerSecond > x.turnsPerSecond ? y : x));
   // A Cairn turn commits six times: lease taken, save, update, update, save, lease released.
   const floor = (c1.trips ?? 0) * a.roundTripMs + 6 * a.commitMs;
+  const lost = rows.reduce((n, r) => n + r.lostUpdates + r.lostMessages, 0);
   const f = (x: number) => x.toFixed(x >= 10 ? 0 : x >= 1 ? 1 : 2);
   return `### What limits throughput (from this run)
 
@@ -311,8 +312,7 @@ function analysis(rows: Row[], a: Alone): string {
   ${(c1.trips ?? 0) * a.roundTripMs > 6 * a.commitMs ? 'more than' : 'less than'} commits. The rest is CPU: Postgres executing the statements and
   Node running the engine and the driver, on 2 cores shared with the rest of the machine (load
   average above). Fewer statements cut both: the engine no longer re-reads what it just
-  wrote (a change carries the head or state version it wrote), and the lease is 9 (read,
-  take, release).
+  wrote (a change carries the head or state version it wrote).
 - **More workers: the 2 cores again.** The workers and the Postgres backends share 2 cores,
   so throughput stops growing once they are busy: best ${f(best.turnsPerSecond)} turns/s at
   ${best.workers} workers (${f(best.turnsPerSecond / c1.turnsPerSecond)}x of one), ${f(c8.turnsPerSecond)}
@@ -323,7 +323,11 @@ function analysis(rows: Row[], a: Alone): string {
   shared threads workers queue on its run lease (${c8.leaseWaits} lease waits at 8 workers, each
   a 1–4 ms sleep and one more round trip). Branch row locks only come into play for writers that
   hold no lease; the engine then queues on \`lockBranch\` instead of retrying (issue 17's
-  16-process test). Nothing was lost in any row (lost updates and messages: 0, asserted in
+  16-process test). ${
+    lost === 0
+      ? 'Nothing was lost in any row (lost updates and messages: 0, asserted in'
+      : `**${lost} updates and messages were lost in this run** (see the table; none may be, as asserted in`
+  }
   \`packages/thread/test/postgres-contention.test.ts\` without timings).
 - **LangGraph on the same server**: a turn is ${pg1.trips} round trips on PostgresSaver and
   ${cs1.trips} on CairnSaver (a checkpoint and its writes for each of four steps, plus the lease),
