@@ -1,6 +1,15 @@
-import { backfillJumps, schemaTooNew } from '@cairn/store/adapter';
+import type { StateCommit } from '@cairn/core';
+import { backfillJumps, SqlTable, schemaTooNew } from '@cairn/store/adapter';
 import { searchVector } from './keyword-index.js';
 import type { Queryable } from './queryable.js';
+import { segmentsOf } from './state-log.js';
+
+/** A row of `state_commits`, the table of one row per commit that schema version 5 packed. */
+const OLD_COMMIT = new SqlTable<StateCommit>(
+  'state_commits',
+  'branchId threadId version messageId messageDepth update* snapshot* createdAt',
+  { jsonText: false },
+);
 
 /** A double-quoted SQL identifier. */
 export function ident(name: string): string {
@@ -167,7 +176,51 @@ CREATE INDEX memories_search_len ON ${s}.memories (search_len);`,
 ALTER TABLE ${s}.messages ADD COLUMN jump_depth integer NOT NULL DEFAULT 0;`,
     run: backfillMessageJumps,
   },
+  {
+    // A branch's state log in packed segments of consecutive commits (state-log.ts).
+    name: 'state log in packed segments',
+    sql: (s) => `CREATE TABLE ${s}.state_segments (
+  branch_id text NOT NULL REFERENCES ${s}.branches (id) ON DELETE CASCADE,
+  first_version integer NOT NULL,
+  last_version integer NOT NULL,
+  thread_id text NOT NULL,
+  has_snapshot boolean NOT NULL,
+  min_depth integer NOT NULL,
+  commits bytea NOT NULL,
+  PRIMARY KEY (branch_id, first_version)
+);`,
+    run: packStateCommits,
+  },
 ];
+
+/** Moves every branch's state commits into segments, then drops their table. */
+async function packStateCommits(q: Queryable, s: string): Promise<void> {
+  const branches = await q.query<{ b: string }>(
+    `SELECT DISTINCT branch_id AS b FROM ${s}.state_commits`,
+  );
+  for (const { b } of branches.rows) {
+    const { rows } = await q.query(
+      `SELECT ${OLD_COMMIT.columns} FROM ${s}.state_commits WHERE branch_id = $1 ORDER BY version`,
+      [b],
+    );
+    const commits = rows.map(OLD_COMMIT.decode);
+    const segments = segmentsOf(commits);
+    await q.query(
+      `INSERT INTO ${s}.state_segments (branch_id, thread_id, first_version, last_version, has_snapshot, min_depth, commits)
+       SELECT $1, $2, * FROM unnest($3::int[], $4::int[], $5::boolean[], $6::int[], $7::bytea[])`,
+      [
+        b,
+        commits[0]!.threadId,
+        segments.map((g) => g.firstVersion),
+        segments.map((g) => g.lastVersion),
+        segments.map((g) => g.hasSnapshot),
+        segments.map((g) => g.minDepth),
+        segments.map((g) => g.commits),
+      ],
+    );
+  }
+  await q.exec(`DROP TABLE ${s}.state_commits`);
+}
 
 /** Gives every stored message its jump pointer, a thread at a time. */
 async function backfillMessageJumps(q: Queryable, s: string): Promise<void> {

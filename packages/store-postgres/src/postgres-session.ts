@@ -28,7 +28,6 @@ import type { Queryable, Row } from './queryable.js';
 import {
   BRANCH,
   CHECKPOINT,
-  COMMIT,
   EMBEDDING_SPACE,
   floatArray,
   LEASE,
@@ -40,6 +39,11 @@ import {
   TURN,
   vectorLiteral,
 } from './rows.js';
+import { commitsOf, isOpen, type Segment, withCommit } from './state-log.js';
+
+/** A state segment's columns as `Segment` fields. */
+const SEGMENT_COLUMNS =
+  'first_version AS "firstVersion", last_version AS "lastVersion", has_snapshot AS "hasSnapshot", min_depth AS "minDepth", commits';
 
 /** What every session of one store shares. */
 export interface SessionContext {
@@ -415,58 +419,112 @@ export class PostgresSession implements DriverSession {
 
   // ---------------------------------------------------------------- state
 
-  appendStateCommit(c: StateCommitDraft, expectedVersion: number): Promise<StateCommit | null> {
+  async appendStateCommit(c: StateCommitDraft, expected: number): Promise<StateCommit | null> {
     const s = this.#s;
-    // One statement: the insert happens only when the branch's latest version is the
-    // expected one; the primary key settles a race between two. It takes the row lock
-    // lockBranch takes, so it waits for a writer holding that lock.
-    return this.#one(
-      `INSERT INTO ${s}.state_commits AS i (branch_id, thread_id, version, message_id, message_depth, "update", snapshot, created_at)
-       SELECT b.id, b.thread_id, ($3::bigint + 1)::int, $2::text, m.depth, $4::jsonb, $5::jsonb, $6
-       FROM ${s}.branches b LEFT JOIN ${s}.messages m ON m.id = $2::text AND m.thread_id = b.thread_id
-       WHERE b.id = $1 AND ($2::text IS NULL OR m.id IS NOT NULL)
-         AND (SELECT COALESCE(max(version), 0) FROM ${s}.state_commits WHERE branch_id = $1) = $3::bigint
-       FOR NO KEY UPDATE OF b
-       ON CONFLICT (branch_id, version) DO NOTHING
-       RETURNING ${COMMIT.columns}`,
-      [
-        c.branchId,
-        c.messageId,
-        expectedVersion,
-        JSON.stringify(c.update),
-        c.snapshot === null ? null : JSON.stringify(c.snapshot),
-        c.createdAt,
-      ],
-      COMMIT.decode,
+    // The branch's row lock (the one lockBranch takes) makes appends to a branch take turns.
+    // Had this waited for it, the segment read with it may predate the append that held it;
+    // the write below then finds the log moved on and writes nothing.
+    const found = await this.#one(
+      `SELECT b.thread_id AS "threadId", m.depth, m.id IS NOT NULL AS "hasMessage", g.*
+       FROM ${s}.branches b
+       LEFT JOIN ${s}.messages m ON m.id = $2::text AND m.thread_id = b.thread_id
+       LEFT JOIN LATERAL (SELECT ${SEGMENT_COLUMNS} FROM ${s}.state_segments
+         WHERE branch_id = b.id ORDER BY first_version DESC LIMIT 1) g ON true
+       WHERE b.id = $1 FOR NO KEY UPDATE OF b`,
+      [c.branchId, c.messageId],
+      (r) => r,
     );
+    if (!found || (c.messageId !== null && !found.hasMessage)) return null;
+    const last = found.firstVersion === null ? null : (found as unknown as Segment);
+    if ((last?.lastVersion ?? 0) !== expected) return null;
+    const commit: StateCommit = {
+      ...c,
+      threadId: found.threadId as string,
+      version: expected + 1,
+      messageDepth: c.messageId === null ? null : (found.depth as number),
+    };
+    const open = last && isOpen(last) ? last : null;
+    const g = withCommit(open, commit);
+    const params = [
+      c.branchId,
+      g.firstVersion,
+      g.lastVersion,
+      g.hasSnapshot,
+      g.minDepth,
+      g.commits,
+    ];
+    const written = open
+      ? await this.#count(
+          `UPDATE ${s}.state_segments SET last_version = $3, has_snapshot = $4, min_depth = $5, commits = $6
+           WHERE branch_id = $1 AND first_version = $2 AND last_version = $7`,
+          [...params, expected],
+        )
+      : await this.#count(
+          `INSERT INTO ${s}.state_segments (branch_id, first_version, last_version, has_snapshot, min_depth, commits, thread_id)
+           VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+          [...params, commit.threadId],
+        );
+    // The caller gets objects of its own, as from any read.
+    return written > 0 ? structuredClone(commit) : null;
   }
 
   async latestStateVersion(branchId: string): Promise<number> {
     const rows = await this.#rows(
-      `SELECT COALESCE(max(version), 0) AS v FROM ${this.#s}.state_commits WHERE branch_id = $1`,
+      `SELECT last_version AS v FROM ${this.#s}.state_segments
+       WHERE branch_id = $1 ORDER BY first_version DESC LIMIT 1`,
       [branchId],
     );
-    return Number(rows[0]!.v);
+    return (rows[0]?.v as number | undefined) ?? 0;
   }
 
   async getStateCommits(branchId: string, from: number, to: number): Promise<StateCommit[]> {
+    const s = this.#s;
+    // From the segment holding `from` (the last one starting at or before it) to `to`.
     const rows = await this.#rows(
-      `SELECT ${COMMIT.columns} FROM ${this.#s}.state_commits
-       WHERE branch_id = $1 AND version BETWEEN $2::bigint AND $3::bigint ORDER BY version`,
+      `SELECT thread_id, first_version, commits FROM ${s}.state_segments
+       WHERE branch_id = $1 AND first_version <= $3::bigint AND first_version >= COALESCE(
+         (SELECT max(first_version) FROM ${s}.state_segments WHERE branch_id = $1 AND first_version <= $2::bigint), 0)
+       ORDER BY first_version`,
       [branchId, from, to],
     );
-    return rows.map(COMMIT.decode);
+    return rows
+      .flatMap((r) => this.#commitsOf(branchId, r))
+      .filter((c) => c.version >= from && c.version <= to);
   }
 
-  getLatestStateCommit(branchId: string, q: LatestCommitConditions): Promise<StateCommit | null> {
-    return this.#one(
-      `SELECT ${COMMIT.columns} FROM ${this.#s}.state_commits
-       WHERE branch_id = $1 AND ($2::bigint IS NULL OR version <= $2::bigint)
-         AND (NOT $3 OR snapshot IS NOT NULL)
-         AND ($4::bigint IS NULL OR COALESCE(message_depth, -1) <= $4::bigint)
-       ORDER BY version DESC LIMIT 1`,
-      [branchId, q.maxVersion ?? null, q.withSnapshot === true, q.maxMessageDepth ?? null],
-      COMMIT.decode,
+  async getLatestStateCommit(
+    branchId: string,
+    q: LatestCommitConditions,
+  ): Promise<StateCommit | null> {
+    const matches = (c: StateCommit) =>
+      (q.maxVersion === undefined || c.version <= q.maxVersion) &&
+      (!q.withSnapshot || c.snapshot !== null) &&
+      (q.maxMessageDepth === undefined || (c.messageDepth ?? -1) <= q.maxMessageDepth);
+    // Newest first, a few segments at a time: those whose summary allows a match.
+    const PAGE = 4;
+    for (let below = (q.maxVersion ?? Number.MAX_SAFE_INTEGER) + 1; ; ) {
+      const rows = await this.#rows(
+        `SELECT thread_id, first_version, commits FROM ${this.#s}.state_segments
+         WHERE branch_id = $1 AND first_version < $2::bigint AND (NOT $3 OR has_snapshot)
+           AND ($4::bigint IS NULL OR min_depth <= $4::bigint)
+         ORDER BY first_version DESC LIMIT ${PAGE}`,
+        [branchId, below, q.withSnapshot === true, q.maxMessageDepth ?? null],
+      );
+      for (const r of rows) {
+        const found = this.#commitsOf(branchId, r).findLast(matches);
+        if (found) return found;
+      }
+      if (rows.length < PAGE) return null;
+      below = rows.at(-1)!.first_version as number;
+    }
+  }
+
+  #commitsOf(branchId: string, r: Row): StateCommit[] {
+    return commitsOf(
+      branchId,
+      r.thread_id as string,
+      r.first_version as number,
+      r.commits as Uint8Array,
     );
   }
 

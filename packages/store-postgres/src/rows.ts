@@ -1,13 +1,4 @@
-import type {
-  Branch,
-  Checkpoint,
-  Lease,
-  Memory,
-  Message,
-  StateCommit,
-  Thread,
-  Turn,
-} from '@cairn/core';
+import type { Branch, Checkpoint, Lease, Memory, Message, Thread, Turn } from '@cairn/core';
 import type { EmbeddingSpace } from '@cairn/store';
 import { type MessageLink, SqlTable } from '@cairn/store/adapter';
 
@@ -30,10 +21,6 @@ export const BRANCH = table<Branch>(
   'id threadId name headMessageId isActive createdAt forkMessageId parentBranchId seq#',
 );
 export const CHECKPOINT = table<Checkpoint>('checkpoints', 'id threadId name messageId createdAt');
-export const COMMIT = table<StateCommit>(
-  'state_commits',
-  'branchId threadId version messageId messageDepth update* snapshot* createdAt',
-);
 export const TURN = table<Turn>(
   'turns',
   'id threadId messageId source userId status state* steps* startedAt finishedAt',

@@ -3,7 +3,7 @@ import { Rng } from '@cairn/store/testing';
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
-import { freshSchema } from './support.js';
+import { freshSchema, schemaAt } from './support.js';
 
 // Stop words, words Postgres's `english` configuration would stem, accents, CJK, digits.
 const WORDS = [
@@ -95,20 +95,19 @@ describe('keyword search on PGlite against the reference store', () => {
   }, 60_000);
 
   it('re-indexes the memories of a schema made before the shared tokenizer', async () => {
-    const schema = freshSchema();
     const texts = ['When is the launch?', 'The parking lot is full', 'running late', 'run'];
     const memories = texts.map((text, i) => ({ id: `m${i}`, agentId: 'a', content: { text } }));
-    const first = await createPostgresStore({ client: db }, { schema });
+    const current = freshSchema();
+    const first = await createPostgresStore({ client: db }, { schema: current });
     await first.addMemories(memories);
     await first.close();
-    // Back to version 2: the english configuration's index, no token counts (and none of
-    // the later migrations' columns).
-    await db.exec(`SET search_path TO "${schema}";
-      ALTER TABLE memories DROP COLUMN search_len;
-      ALTER TABLE messages DROP COLUMN jump_id, DROP COLUMN jump_depth;
-      UPDATE memories SET search = to_tsvector('english', content->>'text');
-      DELETE FROM cairn_migrations WHERE version >= 3;
-      RESET search_path;`);
+    // The same memories in a schema at version 2: the english configuration's index, no
+    // token counts.
+    const schema = await schemaAt(db, 2);
+    await db.exec(`INSERT INTO "${schema}".memories (id, type, agent_id, entity_id, room_id, world_id, scope,
+        content, metadata, content_hash, embedding, embedding_norm, search, created_at)
+      SELECT id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata, content_hash,
+        embedding, embedding_norm, to_tsvector('english', content->>'text'), created_at FROM "${current}".memories`);
     const pg = await createPostgresStore({ client: db }, { schema });
     const reference = createMemoryStore();
     await reference.addMemories(memories);

@@ -1,9 +1,17 @@
+import type { StateCommit } from '@cairn/core';
 import { isCairnError } from '@cairn/core';
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, SCHEMA_VERSION } from '../src/index.js';
 import { runFixture } from './processes.js';
-import { describeServer, dropSchema, freshSchema, POSTGRES_URL, withClient } from './support.js';
+import {
+  describeServer,
+  dropSchema,
+  freshSchema,
+  POSTGRES_URL,
+  schemaAt,
+  withClient,
+} from './support.js';
 
 async function expectSchemaTooNew(open: Promise<unknown>) {
   const error = await open.then(
@@ -101,34 +109,105 @@ describe('migrations on PGlite', () => {
   });
 
   it('gives messages stored before jump pointers the ones new messages get', async () => {
-    const s = freshSchema();
-    const store = await createPostgresStore({ client: db }, { schema: s });
-    const t = await store.createThread({});
-    // A chain of 300 with a fork at 100, stored with jump pointers by the current code.
-    await store.addMessages(
-      Array.from({ length: 360 }, (_, i) => ({
-        id: `m${i}`,
-        threadId: t.id,
-        parentId: i === 0 ? null : i === 300 ? 'm100' : `m${i - 1}`,
-        role: 'user',
-        data: i,
-      })),
-    );
-    const jumps = async () =>
+    // A chain of 300 with a fork at 100, its jump pointers as the current code plans them.
+    const messages = Array.from({ length: 360 }, (_, i) => ({
+      id: `m${i}`,
+      parentId: i === 0 ? null : i === 300 ? 'm100' : `m${i - 1}`,
+      depth: i < 300 ? i : i - 199,
+    }));
+    const jumps = async (s: string) =>
       (
         await db.query<{ id: string; jump_id: string | null; jump_depth: number }>(
           `SELECT id, jump_id, jump_depth FROM "${s}".messages ORDER BY id`,
         )
       ).rows;
-    const planned = await jumps();
-    // Back to the schema before them, then up again: the migration fills them in.
-    await db.exec(`ALTER TABLE "${s}".messages DROP COLUMN jump_id, DROP COLUMN jump_depth;
-      DELETE FROM "${s}".cairn_migrations WHERE version = ${SCHEMA_VERSION}`);
-    await store.migrate();
-    expect(await jumps()).toEqual(planned);
+    const now = freshSchema();
+    const current = await createPostgresStore({ client: db }, { schema: now });
+    const t = await current.createThread({});
+    await current.addMessages(
+      messages.map(({ depth: _, ...m }, i) => ({ ...m, threadId: t.id, role: 'user', data: i })),
+    );
+    await current.close();
+    // The same messages in a schema from before jump pointers, then up to date.
+    const s = await schemaAt(db, 3);
+    await db.query(
+      `INSERT INTO "${s}".threads (id, metadata, created_at, updated_at) VALUES ('t', '{}', 0, 0)`,
+    );
+    await db.query(
+      `INSERT INTO "${s}".messages (id, thread_id, parent_id, role, data, created_at, depth)
+       SELECT id, 't', parent_id, 'user', '0', 0, depth FROM unnest($1::text[], $2::text[], $3::int[]) AS u(id, parent_id, depth)`,
+      [messages.map((m) => m.id), messages.map((m) => m.parentId), messages.map((m) => m.depth)],
+    );
+    const store = await createPostgresStore({ client: db }, { schema: s });
+    const planned = await jumps(now);
+    expect(await jumps(s)).toEqual(planned);
     expect(new Set(planned.map((r) => r.jump_id)).size).toBeGreaterThan(50);
     expect(await store.isAncestor('m100', 'm359')).toBe(true);
     expect(await store.isAncestor('m101', 'm359')).toBe(false);
+    await store.close();
+  });
+
+  it('packs the state commits stored one per row into segments, each read back as it was', async () => {
+    const s = await schemaAt(db, 4);
+    await db.exec(`INSERT INTO "${s}".threads (id, metadata, created_at, updated_at) VALUES ('t', '{}', 0, 0);
+      INSERT INTO "${s}".messages (id, thread_id, role, data, created_at, depth) VALUES ('m0', 't', 'user', '0', 0, 0);
+      INSERT INTO "${s}".branches (id, thread_id, name, is_active, created_at) VALUES
+        ('b1', 't', 'main', true, 0), ('b2', 't', 'other', false, 0), ('b3', 't', 'none', false, 0)`);
+    // b1: 600 commits (several segments), every 50th with a snapshot, some at message m0; b2: one.
+    const stored: StateCommit[] = [];
+    for (let v = 1; v <= 600; v++) {
+      stored.push({
+        branchId: 'b1',
+        threadId: 't',
+        version: v,
+        messageId: v % 3 === 0 ? 'm0' : null,
+        messageDepth: v % 3 === 0 ? 0 : null,
+        update: { step: v, note: `update ${v} of branch b1`, nested: { list: [v, null, 'x'] } },
+        snapshot: v % 50 === 0 ? { total: v } : null,
+        createdAt: 1_700_000_000_000 + v,
+      });
+    }
+    stored.push({ ...stored[0]!, branchId: 'b2', update: { only: true } });
+    await db.query(
+      `INSERT INTO "${s}".state_commits (branch_id, thread_id, version, message_id, message_depth, "update", snapshot, created_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::jsonb[], $7::jsonb[], $8::float8[])`,
+      [
+        stored.map((c) => c.branchId),
+        stored.map((c) => c.threadId),
+        stored.map((c) => c.version),
+        stored.map((c) => c.messageId),
+        stored.map((c) => c.messageDepth),
+        stored.map((c) => JSON.stringify(c.update)),
+        stored.map((c) => (c.snapshot === null ? null : JSON.stringify(c.snapshot))),
+        stored.map((c) => c.createdAt),
+      ],
+    );
+    const store = await createPostgresStore({ client: db }, { schema: s });
+    const b1 = stored.filter((c) => c.branchId === 'b1');
+    expect(await store.getStateCommits('b1')).toEqual(b1);
+    expect(await store.getStateCommits('b2')).toEqual(stored.filter((c) => c.branchId === 'b2'));
+    expect(await store.getStateCommits('b3')).toEqual([]);
+    expect(await store.getStateCommits('b1', { fromVersion: 250, toVersion: 270 })).toEqual(
+      b1.slice(249, 270),
+    );
+    expect(await store.getLatestStateCommit('b1', { withSnapshot: true, maxVersion: 549 })).toEqual(
+      b1[499],
+    );
+    const segments = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${s}".state_segments WHERE branch_id = 'b1'`,
+    );
+    expect(segments.rows[0]!.n).toBeGreaterThan(2);
+    const tables = await db.query(
+      `SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'state_commits'`,
+      [s],
+    );
+    expect(tables.rows).toEqual([]);
+    // The log goes on where it was.
+    const next = await store.appendStateCommit(
+      { branchId: 'b1', messageId: null, update: { step: 601 } },
+      600,
+    );
+    expect(next.version).toBe(601);
     await store.close();
   });
 

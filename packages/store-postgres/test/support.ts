@@ -1,6 +1,9 @@
-import { POSTGRES_TEST_URL, postgresTestSkip } from '@cairn/store-postgres/testing';
+import { freshSchema, POSTGRES_TEST_URL, postgresTestSkip } from '@cairn/store-postgres/testing';
+import type { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { describe } from 'vitest';
+import { ident, MIGRATIONS } from '../src/migrations.js';
+import { sessionQueryable } from '../src/queryable.js';
 
 export { dropSchema, freshSchema } from '@cairn/store-postgres/testing';
 export const POSTGRES_URL = POSTGRES_TEST_URL;
@@ -22,4 +25,21 @@ export async function withClient<T>(fn: (c: pg.Client) => Promise<T>): Promise<T
   } finally {
     await client.end();
   }
+}
+
+/**
+ * A new schema on `db` as schema version `version` left it: the first `version` migrations,
+ * recorded, for a test of what the later ones do to its data.
+ */
+export async function schemaAt(db: PGlite, version: number): Promise<string> {
+  const s = freshSchema();
+  const q = sessionQueryable(db);
+  await q.exec(`CREATE SCHEMA ${ident(s)};
+    CREATE TABLE ${ident(s)}.cairn_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at double precision NOT NULL)`);
+  for (const [i, m] of MIGRATIONS.slice(0, version).entries()) {
+    await q.exec(m.sql(ident(s)));
+    await m.run?.(q, ident(s));
+    await q.query(`INSERT INTO ${ident(s)}.cairn_migrations VALUES ($1, $2, 0)`, [i + 1, m.name]);
+  }
+  return s;
 }

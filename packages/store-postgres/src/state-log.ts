@@ -1,0 +1,90 @@
+import type { JsonObject, StateCommit } from '@cairn/core';
+import { packText, unpackText } from './packed.js';
+
+/**
+ * A branch's state log is stored as segments: runs of consecutive commits packed together
+ * (`packText` of a JSON array). A commit row costs ~200 bytes of row header, key and index
+ * entry before its data, and a log's commits repeat one another's keys and ids, which only
+ * compression across commits removes: an agent's log of checkpoint records packs ~8x.
+ *
+ * The newest segment is open: an append rewrites it with the commit added, until it holds
+ * `SEGMENT_BYTES` packed bytes or `SEGMENT_COMMITS` commits; the next append starts a new
+ * one. Kept under Postgres's 2 KB threshold, a segment stays in its row, so the rewrite is
+ * an in-page (HOT) update whose old version the page reclaims without VACUUM.
+ */
+export const SEGMENT_BYTES = 1600;
+export const SEGMENT_COMMITS = 256;
+
+/** One commit in a segment; its version is the segment's first plus its position. */
+type Entry = [
+  messageId: string | null,
+  messageDepth: number | null,
+  update: JsonObject,
+  snapshot: JsonObject | null,
+  createdAt: number,
+];
+
+/** A segment as its row holds it. */
+export interface Segment {
+  firstVersion: number;
+  lastVersion: number;
+  /** Whether a commit in it has a snapshot. */
+  hasSnapshot: boolean;
+  /** The lowest `messageDepth` of its commits, a null depth counting as -1. */
+  minDepth: number;
+  commits: Uint8Array;
+}
+
+/** Whether the next commit of the branch goes into `last` (else into a new segment). */
+export function isOpen(last: Segment): boolean {
+  return (
+    last.commits.byteLength < SEGMENT_BYTES &&
+    last.lastVersion - last.firstVersion + 1 < SEGMENT_COMMITS
+  );
+}
+
+/** `open` with `c` (the next version) added, or a new segment of `c` alone when `open` is null. */
+export function withCommit(open: Segment | null, c: StateCommit): Segment {
+  const entry: Entry = [c.messageId, c.messageDepth, c.update, c.snapshot, c.createdAt];
+  const json = JSON.stringify(entry);
+  const text = open ? `${unpackText(open.commits).slice(0, -1)},${json}]` : `[${json}]`;
+  const depth = c.messageDepth ?? -1;
+  return {
+    firstVersion: open?.firstVersion ?? c.version,
+    lastVersion: c.version,
+    hasSnapshot: (open?.hasSnapshot ?? false) || c.snapshot !== null,
+    minDepth: open ? Math.min(open.minDepth, depth) : depth,
+    commits: packText(text),
+  };
+}
+
+/** The segments holding `commits`, consecutive versions of one branch in order. */
+export function segmentsOf(commits: Iterable<StateCommit>): Segment[] {
+  const out: Segment[] = [];
+  for (const c of commits) {
+    const last = out.at(-1);
+    if (last && isOpen(last)) out[out.length - 1] = withCommit(last, c);
+    else out.push(withCommit(null, c));
+  }
+  return out;
+}
+
+/** The commits of a segment of branch `branchId` in thread `threadId`, oldest first. */
+export function commitsOf(
+  branchId: string,
+  threadId: string,
+  firstVersion: number,
+  commits: Uint8Array,
+): StateCommit[] {
+  const entries = JSON.parse(unpackText(commits)) as Entry[];
+  return entries.map(([messageId, messageDepth, update, snapshot, createdAt], i) => ({
+    branchId,
+    threadId,
+    version: firstVersion + i,
+    messageId,
+    messageDepth,
+    update,
+    snapshot,
+    createdAt,
+  }));
+}

@@ -1,0 +1,256 @@
+import type { StateCommit } from '@cairn/core';
+import { createMemoryStore, type Store } from '@cairn/store';
+import { PGlite } from '@electric-sql/pglite';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createPostgresStore } from '../src/index.js';
+import { SEGMENT_BYTES, SEGMENT_COMMITS } from '../src/state-log.js';
+import { describeServer, dropSchema, freshSchema, POSTGRES_URL, withClient } from './support.js';
+
+/** A deterministic generator (mulberry32). */
+function rng(seed: number) {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const WORDS = ['plan', 'search', 'cite', 'river', 'budget', 'the', 'draft', 'tool', 'result'];
+
+/**
+ * The same log on `store`: a thread of 20 messages, branch `main` with `commits` appends of
+ * updates from a few bytes to ~2 KB (so segments close by size and by count), a snapshot now
+ * and then, some at a message; branch `side` with 3. Returns the branch ids.
+ */
+async function writeLog(store: Store, commits: number): Promise<{ main: string; side: string }> {
+  const random = rng(7);
+  const { thread, branch } = await store.createThreadWithBranch({ id: 'log-thread' });
+  await store.addMessages(
+    Array.from({ length: 20 }, (_, i) => ({
+      id: `m${i}`,
+      threadId: thread.id,
+      parentId: i === 0 ? null : `m${i - 1}`,
+      role: 'user',
+      data: i,
+    })),
+  );
+  const side = await store.createBranch({ threadId: thread.id, name: 'side', headMessageId: 'm3' });
+  for (let v = 1; v <= commits; v++) {
+    const words = Math.floor(random() ** 4 * 300);
+    const text = Array.from({ length: words }, () => WORDS[Math.floor(random() * 9)]).join(' ');
+    await store.appendStateCommit(
+      {
+        branchId: branch.id,
+        messageId: random() < 0.3 ? `m${Math.floor(random() * 20)}` : null,
+        update: { v, text, tags: [v % 7, null, { deep: v % 2 === 0 }] },
+        snapshot: random() < 0.05 ? { at: v, unicode: 'ü ✓ 🌊' } : null,
+      },
+      v - 1,
+    );
+  }
+  for (let v = 1; v <= 3; v++)
+    await store.appendStateCommit(
+      { branchId: side.id, messageId: null, update: { side: v } },
+      v - 1,
+    );
+  return { main: branch.id, side: side.id };
+}
+
+/** What a commit holds apart from the ids and clock each store makes its own. */
+const content = (c: StateCommit | null) =>
+  c && {
+    version: c.version,
+    messageId: c.messageId,
+    messageDepth: c.messageDepth,
+    update: c.update,
+    snapshot: c.snapshot,
+  };
+
+function logOnSegments(
+  label: string,
+  open: () => Promise<{
+    store: Store;
+    schema: string;
+    segments: (branchId: string) => Promise<number>;
+  }>,
+) {
+  it(`${label}: every read across segments answers as the in-memory store does`, async () => {
+    const COMMITS = 700;
+    const reference = createMemoryStore();
+    const { store, segments } = await open();
+    const ref = await writeLog(reference, COMMITS);
+    const got = await writeLog(store, COMMITS);
+    try {
+      // Closed by size and by count: more segments than the count alone makes.
+      expect(await segments(got.main)).toBeGreaterThan(Math.ceil(COMMITS / SEGMENT_COMMITS));
+      const all = await store.getStateCommits(got.main);
+      expect(all.map(content)).toEqual((await reference.getStateCommits(ref.main)).map(content));
+      expect(all.every((c) => c.branchId === got.main && c.threadId === 'log-thread')).toBe(true);
+      expect((await store.getStateCommits(got.side)).map(content)).toEqual(
+        (await reference.getStateCommits(ref.side)).map(content),
+      );
+      const random = rng(11);
+      for (let i = 0; i < 60; i++) {
+        const fromVersion = Math.floor(random() * (COMMITS + 5));
+        const toVersion = fromVersion + Math.floor(random() * 80);
+        const range = { fromVersion, toVersion };
+        expect((await store.getStateCommits(got.main, range)).map(content)).toEqual(
+          (await reference.getStateCommits(ref.main, range)).map(content),
+        );
+        const query = {
+          ...(random() < 0.5 ? { maxVersion: Math.floor(random() * (COMMITS + 5)) } : {}),
+          ...(random() < 0.5 ? { withSnapshot: true } : {}),
+          ...(random() < 0.5 ? { maxMessageDepth: Math.floor(random() * 22) - 1 } : {}),
+        };
+        expect(
+          content(await store.getLatestStateCommit(got.main, query)),
+          JSON.stringify(query),
+        ).toEqual(content(await reference.getLatestStateCommit(ref.main, query)));
+      }
+    } finally {
+      await store.close();
+    }
+  }, 120_000);
+
+  it(`${label}: finds the newest commit meeting every condition when many segments' summaries allow one but hold none`, async () => {
+    // Odd versions have a snapshot at depth 19, even ones neither; only version 1 has a
+    // snapshot at no message. Every segment's summary (a snapshot, a commit at depth -1)
+    // passes both conditions, so the search reads page after page of segments.
+    const { store, segments } = await open();
+    try {
+      const { thread, branch } = await store.createThreadWithBranch({});
+      await store.addMessages(
+        Array.from({ length: 20 }, (_, i) => ({
+          id: `p${i}`,
+          threadId: thread.id,
+          parentId: i === 0 ? null : `p${i - 1}`,
+          role: 'user',
+          data: i,
+        })),
+      );
+      const random = rng(3);
+      for (let v = 1; v <= 400; v++) {
+        const odd = v % 2 === 1;
+        const words = Array.from({ length: 60 }, () => WORDS[Math.floor(random() * 9)]);
+        await store.appendStateCommit(
+          {
+            branchId: branch.id,
+            messageId: odd && v > 1 ? 'p19' : null,
+            update: { v, words: words.join(' ') },
+            snapshot: odd ? { v } : null,
+          },
+          v - 1,
+        );
+      }
+      expect(await segments(branch.id)).toBeGreaterThan(8);
+      const found = await store.getLatestStateCommit(branch.id, {
+        withSnapshot: true,
+        maxMessageDepth: 0,
+      });
+      expect(found && { version: found.version, snapshot: found.snapshot }).toEqual({
+        version: 1,
+        snapshot: { v: 1 },
+      });
+      expect(
+        (await store.getLatestStateCommit(branch.id, { withSnapshot: true, maxVersion: 300 }))
+          ?.version,
+      ).toBe(299);
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
+}
+
+describe('the state log in segments, on PGlite', () => {
+  const db = new PGlite();
+  afterAll(() => db.close());
+  logOnSegments('PGlite', async () => {
+    const schema = freshSchema();
+    const store = await createPostgresStore({ client: db }, { schema });
+    const segments = async (branchId: string) =>
+      (
+        await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "${schema}".state_segments WHERE branch_id = $1`,
+          [branchId],
+        )
+      ).rows[0]!.n;
+    return { store, schema, segments };
+  });
+});
+
+describeServer('the state log in segments, on the server', () => {
+  const schemas: string[] = [];
+  afterAll(async () => {
+    for (const s of schemas) await dropSchema(s);
+  });
+  const open = async () => {
+    const schema = freshSchema();
+    schemas.push(schema);
+    const store = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
+    return { store, schema };
+  };
+  const segments = (schema: string) => async (branchId: string) =>
+    withClient(async (c) => {
+      const r = await c.query(
+        `SELECT count(*)::int AS n FROM "${schema}".state_segments WHERE branch_id = $1`,
+        [branchId],
+      );
+      return r.rows[0].n as number;
+    });
+  logOnSegments('server', async () => {
+    const o = await open();
+    return { ...o, segments: segments(o.schema) };
+  });
+
+  it('keeps every segment in its row (under the 2 KB at which Postgres moves values out)', async () => {
+    const { store, schema } = await open();
+    try {
+      await writeLog(store, 300);
+      const r = await withClient((c) =>
+        c.query(
+          `SELECT max(octet_length(commits))::int AS packed, max(pg_column_size(g.*))::int AS row,
+             pg_relation_size(reltoastrelid)::int AS toast
+           FROM "${schema}".state_segments g, pg_class WHERE pg_class.oid = '"${schema}".state_segments'::regclass
+           GROUP BY reltoastrelid`,
+        ),
+      );
+      const { packed, row, toast } = r.rows[0] as { packed: number; row: number; toast: number };
+      expect(packed).toBeGreaterThan(SEGMENT_BYTES * 0.8);
+      expect(row).toBeLessThan(2032);
+      expect(toast).toBe(0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('lets one of two stores appending the same version win; the other gets CONFLICT and writes nothing', async () => {
+    const { store: a, schema } = await open();
+    const b = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
+    try {
+      const { branch } = await a.createThreadWithBranch({});
+      for (let round = 0; round < 40; round++) {
+        const results = await Promise.allSettled([
+          a.appendStateCommit(
+            { branchId: branch.id, messageId: null, update: { by: 'a', round } },
+            round,
+          ),
+          b.appendStateCommit(
+            { branchId: branch.id, messageId: null, update: { by: 'b', round } },
+            round,
+          ),
+        ]);
+        expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+        const lost = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+        expect(lost.reason.code).toBe('CONFLICT');
+      }
+      const log = await b.getStateCommits(branch.id);
+      expect(log.map((c) => c.version)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+      expect(log.map((c) => c.update.round)).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
