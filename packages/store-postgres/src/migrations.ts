@@ -177,7 +177,9 @@ ALTER TABLE ${s}.messages ADD COLUMN jump_depth integer NOT NULL DEFAULT 0;`,
     run: backfillMessageJumps,
   },
   {
-    // A branch's state log in packed segments of consecutive commits (state-log.ts).
+    // A branch's state log in packed segments of consecutive commits (state-log.ts): the
+    // sealed ones, and each branch's newest (its tail), the one appends rewrite. Both have
+    // the same columns, in the same order.
     name: 'state log in packed segments',
     sql: (s) => `CREATE TABLE ${s}.state_segments (
   branch_id text NOT NULL REFERENCES ${s}.branches (id) ON DELETE CASCADE,
@@ -188,12 +190,21 @@ ALTER TABLE ${s}.messages ADD COLUMN jump_depth integer NOT NULL DEFAULT 0;`,
   min_depth integer NOT NULL,
   commits bytea NOT NULL,
   PRIMARY KEY (branch_id, first_version)
-);`,
+);
+CREATE TABLE ${s}.state_tail (
+  branch_id text PRIMARY KEY REFERENCES ${s}.branches (id) ON DELETE CASCADE,
+  first_version integer NOT NULL,
+  last_version integer NOT NULL,
+  thread_id text NOT NULL,
+  has_snapshot boolean NOT NULL,
+  min_depth integer NOT NULL,
+  commits bytea NOT NULL
+) WITH (fillfactor = 50);`,
     run: packStateCommits,
   },
 ];
 
-/** Moves every branch's state commits into segments, then drops their table. */
+/** Moves every branch's state commits into segments, the newest as its tail, then drops their table. */
 async function packStateCommits(q: Queryable, s: string): Promise<void> {
   const branches = await q.query<{ b: string }>(
     `SELECT DISTINCT branch_id AS b FROM ${s}.state_commits`,
@@ -205,19 +216,23 @@ async function packStateCommits(q: Queryable, s: string): Promise<void> {
     );
     const commits = rows.map(OLD_COMMIT.decode);
     const segments = segmentsOf(commits);
-    await q.query(
-      `INSERT INTO ${s}.state_segments (branch_id, thread_id, first_version, last_version, has_snapshot, min_depth, commits)
-       SELECT $1, $2, * FROM unnest($3::int[], $4::int[], $5::boolean[], $6::int[], $7::bytea[])`,
-      [
-        b,
-        commits[0]!.threadId,
-        segments.map((g) => g.firstVersion),
-        segments.map((g) => g.lastVersion),
-        segments.map((g) => g.hasSnapshot),
-        segments.map((g) => g.minDepth),
-        segments.map((g) => g.commits),
-      ],
-    );
+    for (const [table, part] of [
+      ['state_segments', segments.slice(0, -1)],
+      ['state_tail', segments.slice(-1)],
+    ] as const)
+      await q.query(
+        `INSERT INTO ${s}.${table} (branch_id, thread_id, first_version, last_version, has_snapshot, min_depth, commits)
+         SELECT $1, $2, * FROM unnest($3::int[], $4::int[], $5::boolean[], $6::int[], $7::bytea[])`,
+        [
+          b,
+          commits[0]!.threadId,
+          part.map((g) => g.firstVersion),
+          part.map((g) => g.lastVersion),
+          part.map((g) => g.hasSnapshot),
+          part.map((g) => g.minDepth),
+          part.map((g) => g.commits),
+        ],
+      );
   }
   await q.exec(`DROP TABLE ${s}.state_commits`);
 }

@@ -41,9 +41,13 @@ import {
 } from './rows.js';
 import { commitsOf, isOpen, type Segment, withCommit } from './state-log.js';
 
-/** A state segment's columns as `Segment` fields. */
+/** A state segment's columns (of alias `g`) as `Segment` fields. */
 const SEGMENT_COLUMNS =
-  'first_version AS "firstVersion", last_version AS "lastVersion", has_snapshot AS "hasSnapshot", min_depth AS "minDepth", commits';
+  'g.first_version AS "firstVersion", g.last_version AS "lastVersion", g.has_snapshot AS "hasSnapshot", g.min_depth AS "minDepth", g.commits';
+
+/** Every segment of the state log, sealed or the tails, as one relation (Postgres pushes conditions into both). */
+const stateLog = (s: string) =>
+  `(SELECT * FROM ${s}.state_segments UNION ALL SELECT * FROM ${s}.state_tail) g`;
 
 /** What every session of one store shares. */
 export interface SessionContext {
@@ -422,29 +426,28 @@ export class PostgresSession implements DriverSession {
   async appendStateCommit(c: StateCommitDraft, expected: number): Promise<StateCommit | null> {
     const s = this.#s;
     // The branch's row lock (the one lockBranch takes) makes appends to a branch take turns.
-    // Had this waited for it, the segment read with it may predate the append that held it;
+    // Had this waited for it, the tail read with it may predate the append that held it;
     // the write below then finds the log moved on and writes nothing.
     const found = await this.#one(
-      `SELECT b.thread_id AS "threadId", m.depth, m.id IS NOT NULL AS "hasMessage", g.*
+      `SELECT b.thread_id AS "threadId", m.depth, m.id IS NOT NULL AS "hasMessage", ${SEGMENT_COLUMNS}
        FROM ${s}.branches b
        LEFT JOIN ${s}.messages m ON m.id = $2::text AND m.thread_id = b.thread_id
-       LEFT JOIN LATERAL (SELECT ${SEGMENT_COLUMNS} FROM ${s}.state_segments
-         WHERE branch_id = b.id ORDER BY first_version DESC LIMIT 1) g ON true
+       LEFT JOIN ${s}.state_tail g ON g.branch_id = b.id
        WHERE b.id = $1 FOR NO KEY UPDATE OF b`,
       [c.branchId, c.messageId],
       (r) => r,
     );
     if (!found || (c.messageId !== null && !found.hasMessage)) return null;
-    const last = found.firstVersion === null ? null : (found as unknown as Segment);
-    if ((last?.lastVersion ?? 0) !== expected) return null;
+    const tail = found.firstVersion === null ? null : (found as unknown as Segment);
+    if ((tail?.lastVersion ?? 0) !== expected) return null;
     const commit: StateCommit = {
       ...c,
       threadId: found.threadId as string,
       version: expected + 1,
       messageDepth: c.messageId === null ? null : (found.depth as number),
     };
-    const open = last && isOpen(last) ? last : null;
-    const g = withCommit(open, commit);
+    const open = tail && isOpen(tail);
+    const g = withCommit(open ? tail : null, commit);
     const params = [
       c.branchId,
       g.firstVersion,
@@ -453,25 +456,39 @@ export class PostgresSession implements DriverSession {
       g.minDepth,
       g.commits,
     ];
-    const written = open
-      ? await this.#count(
-          `UPDATE ${s}.state_segments SET last_version = $3, has_snapshot = $4, min_depth = $5, commits = $6
-           WHERE branch_id = $1 AND first_version = $2 AND last_version = $7`,
-          [...params, expected],
-        )
-      : await this.#count(
-          `INSERT INTO ${s}.state_segments (branch_id, first_version, last_version, has_snapshot, min_depth, commits, thread_id)
-           VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-          [...params, commit.threadId],
-        );
+    const update = `UPDATE ${s}.state_tail SET first_version = $2, last_version = $3, has_snapshot = $4,
+         min_depth = $5, commits = $6 WHERE branch_id = $1 AND last_version = $7`;
+    let written: number;
+    if (!tail)
+      written = await this.#count(
+        `INSERT INTO ${s}.state_tail (branch_id, first_version, last_version, has_snapshot, min_depth, commits, thread_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+        [...params, commit.threadId],
+      );
+    else if (open) written = await this.#count(update, [...params, expected]);
+    // A full tail is sealed: moved to the segments as it was, the new commit starting the next.
+    else
+      written = await this.#count(
+        `WITH moved AS (${update} RETURNING 1)
+         INSERT INTO ${s}.state_segments (branch_id, first_version, last_version, has_snapshot, min_depth, commits, thread_id)
+         SELECT $1, $8, $7, $9, $10, $11, $12 WHERE EXISTS (SELECT FROM moved)`,
+        [
+          ...params,
+          expected,
+          tail.firstVersion,
+          tail.hasSnapshot,
+          tail.minDepth,
+          tail.commits,
+          commit.threadId,
+        ],
+      );
     // The caller gets objects of its own, as from any read.
     return written > 0 ? structuredClone(commit) : null;
   }
 
   async latestStateVersion(branchId: string): Promise<number> {
     const rows = await this.#rows(
-      `SELECT last_version AS v FROM ${this.#s}.state_segments
-       WHERE branch_id = $1 ORDER BY first_version DESC LIMIT 1`,
+      `SELECT last_version AS v FROM ${this.#s}.state_tail WHERE branch_id = $1`,
       [branchId],
     );
     return (rows[0]?.v as number | undefined) ?? 0;
@@ -481,9 +498,9 @@ export class PostgresSession implements DriverSession {
     const s = this.#s;
     // From the segment holding `from` (the last one starting at or before it) to `to`.
     const rows = await this.#rows(
-      `SELECT thread_id, first_version, commits FROM ${s}.state_segments
+      `SELECT thread_id, first_version, commits FROM ${stateLog(s)}
        WHERE branch_id = $1 AND first_version <= $3::bigint AND first_version >= COALESCE(
-         (SELECT max(first_version) FROM ${s}.state_segments WHERE branch_id = $1 AND first_version <= $2::bigint), 0)
+         (SELECT max(first_version) FROM ${stateLog(s)} WHERE branch_id = $1 AND first_version <= $2::bigint), 0)
        ORDER BY first_version`,
       [branchId, from, to],
     );
@@ -504,7 +521,7 @@ export class PostgresSession implements DriverSession {
     const PAGE = 4;
     for (let below = (q.maxVersion ?? Number.MAX_SAFE_INTEGER) + 1; ; ) {
       const rows = await this.#rows(
-        `SELECT thread_id, first_version, commits FROM ${this.#s}.state_segments
+        `SELECT thread_id, first_version, commits FROM ${stateLog(this.#s)}
          WHERE branch_id = $1 AND first_version < $2::bigint AND (NOT $3 OR has_snapshot)
            AND ($4::bigint IS NULL OR min_depth <= $4::bigint)
          ORDER BY first_version DESC LIMIT ${PAGE}`,

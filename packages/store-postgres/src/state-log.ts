@@ -7,10 +7,12 @@ import { packText, unpackText } from './packed.js';
  * entry before its data, and a log's commits repeat one another's keys and ids, which only
  * compression across commits removes: an agent's log of checkpoint records packs ~8x.
  *
- * The newest segment is open: an append rewrites it with the commit added, until it holds
- * `SEGMENT_BYTES` packed bytes or `SEGMENT_COMMITS` commits; the next append starts a new
- * one. Kept under Postgres's 2 KB threshold, a segment stays in its row, so the rewrite is
- * an in-page (HOT) update whose old version the page reclaims without VACUUM.
+ * A branch's newest segment is its tail, a row of its own (`state_tail`): an append rewrites
+ * it with the commit added until it holds `SEGMENT_BYTES` packed bytes or `SEGMENT_COMMITS`
+ * commits; the next append then seals it (moves it, as it is, to `state_segments`, which only
+ * ever grows by inserts) and starts the tail again. Under Postgres's 2 KB threshold a tail
+ * stays in its row, so the rewrite is an in-page (HOT) update whose old version the page
+ * reclaims without VACUUM.
  */
 export const SEGMENT_BYTES = 1600;
 export const SEGMENT_COMMITS = 256;
@@ -35,11 +37,11 @@ export interface Segment {
   commits: Uint8Array;
 }
 
-/** Whether the next commit of the branch goes into `last` (else into a new segment). */
-export function isOpen(last: Segment): boolean {
+/** Whether the branch's next commit goes into `tail` (else `tail` is sealed and a new one begins). */
+export function isOpen(tail: Segment): boolean {
   return (
-    last.commits.byteLength < SEGMENT_BYTES &&
-    last.lastVersion - last.firstVersion + 1 < SEGMENT_COMMITS
+    tail.commits.byteLength < SEGMENT_BYTES &&
+    tail.lastVersion - tail.firstVersion + 1 < SEGMENT_COMMITS
   );
 }
 
