@@ -1,18 +1,27 @@
 import Database from 'better-sqlite3';
 import { CliError, connectPostgres, quote, type Target } from './database.js';
 
-/** Cairn's tables by the name they have in both stores. */
+/**
+ * Cairn's tables by the name they have in both stores; a branch's state log is one row per
+ * commit on SQLite (`state_commits`) and packed segments on Postgres (`state_segments`, and
+ * each branch's newest in `state_tail`).
+ */
 export const TABLES = [
   'threads',
   'messages',
   'branches',
   'checkpoints',
   'state_commits',
+  'state_segments',
+  'state_tail',
   'turns',
   'leases',
   'memories',
   'embedding_cache',
 ] as const;
+
+/** The tables of a branch's state log, on either store. */
+export const STATE_LOG_TABLES = ['state_commits', 'state_segments', 'state_tail'] as const;
 export type Table = (typeof TABLES)[number];
 
 /**

@@ -1,6 +1,6 @@
 import { CliError, check, openStore, probe, type Target } from '../database.js';
 import { bytes, type Io, table } from '../output.js';
-import { openRaw, type RawReader, TABLES, type Table } from '../raw.js';
+import { openRaw, type RawReader, STATE_LOG_TABLES, TABLES, type Table } from '../raw.js';
 
 /** One finding of `cairn doctor`. */
 export interface DoctorReport {
@@ -17,24 +17,27 @@ export interface DoctorReport {
 /** `label`: a count query of rows pointing at nothing. Skipped when a table is missing. */
 function orphanQueries(raw: RawReader): Array<[string, string]> {
   const t = (n: Table) => raw.table(n);
-  const [threads, messages, branches, checkpoints, commits, turns] = [
+  const [threads, messages, branches, checkpoints, turns] = [
     t('threads'),
     t('messages'),
     t('branches'),
     t('checkpoints'),
-    t('state_commits'),
     t('turns'),
   ];
-  if (!threads || !messages || !branches || !checkpoints || !commits || !turns) return [];
+  if (!threads || !messages || !branches || !checkpoints || !turns) return [];
   const missing = (table: string, alias: string, col: string, target: string) =>
     `SELECT count(*) AS n FROM ${table} ${alias} WHERE ${alias}.${col} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${target} x WHERE x.id = ${alias}.${col})`;
+  const logs = STATE_LOG_TABLES.map(t).filter((log) => log !== null);
   return [
     ['messages without their thread', missing(messages, 'm', 'thread_id', threads)],
     ['messages without their parent', missing(messages, 'm', 'parent_id', messages)],
     ['branches without their thread', missing(branches, 'b', 'thread_id', threads)],
     ['branches whose head message is missing', missing(branches, 'b', 'head_message_id', messages)],
     ['checkpoints whose message is missing', missing(checkpoints, 'c', 'message_id', messages)],
-    ['state commits without their branch', missing(commits, 's', 'branch_id', branches)],
+    ...logs.map((log): [string, string] => [
+      'state commits without their branch',
+      missing(log, 's', 'branch_id', branches),
+    ]),
     ['turns without their thread', missing(turns, 'u', 'thread_id', threads)],
     [
       'threads with more than one active branch',
@@ -104,7 +107,7 @@ export async function diagnose(t: Target): Promise<DoctorReport> {
     for (const [label, sql] of orphanQueries(raw)) {
       const [r] = await raw.all<{ n: number | string }>(sql);
       const n = Number(r?.n ?? 0);
-      if (n > 0) orphans[label] = n;
+      if (n > 0) orphans[label] = (orphans[label] ?? 0) + n;
     }
     const tables = await sizes(raw);
     let embeddingSpace: DoctorReport['embeddingSpace'] = null;
