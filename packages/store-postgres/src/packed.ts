@@ -7,14 +7,22 @@ import { brotliCompressSync, brotliDecompressSync, constants } from 'node:zlib';
  * own compression (pglz or lz4, only for values of 2 KB or more) leaves as they are.
  * Quality 9: on a ~500-byte chat message it stores 12% more than quality 11 in a twentieth of
  * the time (0.04 ms against 0.9); on a 16 KB segment it is as small as quality 5 to 8.
+ * Those times need the window fitted to the text (the smallest that holds all of it): the
+ * output is as small, but the default 4 MB window makes quality 9 set up tables costing
+ * 0.7 ms on a 500-byte message and 7 ms on a 16 KB segment (0.5 ms fitted).
  */
 export function packJson(value: unknown): Buffer {
   const text = Buffer.from(JSON.stringify(value));
+  const window = Math.ceil(Math.log2(text.length + 16));
   return brotliCompressSync(text, {
     params: {
       [constants.BROTLI_PARAM_QUALITY]: 9,
       [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT,
       [constants.BROTLI_PARAM_SIZE_HINT]: text.length,
+      [constants.BROTLI_PARAM_LGWIN]: Math.min(
+        constants.BROTLI_MAX_WINDOW_BITS,
+        Math.max(constants.BROTLI_MIN_WINDOW_BITS, window),
+      ),
     },
   });
 }
