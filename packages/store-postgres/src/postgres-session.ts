@@ -24,6 +24,7 @@ import type {
 import { BM25, chainSql, memoryFilterSql } from '@cairn/store/adapter';
 import { searchQuery, searchVector } from './keyword-index.js';
 import { ident, literal, type VectorSupport } from './migrations.js';
+import { packJson } from './packed.js';
 import type { Queryable, Row } from './queryable.js';
 import {
   BRANCH,
@@ -251,8 +252,8 @@ export class PostgresSession implements DriverSession {
 
   #insertMessagesSql(): string {
     return `INSERT INTO ${this.#s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)
-       SELECT id, thread_id, parent_id, role, type, data::jsonb, created_at, depth, jump_id, jump_depth
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::int[],
+       SELECT id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::float8[], $8::int[],
                    $9::text[], $10::int[])
          AS u(id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)`;
   }
@@ -762,7 +763,7 @@ const insertMessagesParams = (messages: Message[], jumps: MessageJump[]) => [
   messages.map((m) => m.parentId),
   messages.map((m) => m.role),
   messages.map((m) => m.type),
-  messages.map((m) => JSON.stringify(m.data)),
+  messages.map((m) => packJson(m.data)),
   messages.map((m) => m.createdAt),
   messages.map((m) => m.depth),
   jumps.map((j) => j.jumpId),

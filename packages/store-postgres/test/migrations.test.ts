@@ -1,7 +1,12 @@
-import { isCairnError } from '@cairn/core';
+import { isCairnError, type JsonValue } from '@cairn/core';
+import type { Store } from '@cairn/store';
+import { backfillJumps } from '@cairn/store/adapter';
 import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, SCHEMA_VERSION } from '../src/index.js';
+import { ident, MIGRATIONS } from '../src/migrations.js';
+import { type Queryable, sessionQueryable } from '../src/queryable.js';
 import { runFixture } from './processes.js';
 import { describeServer, dropSchema, freshSchema, POSTGRES_URL, withClient } from './support.js';
 
@@ -12,6 +17,117 @@ async function expectSchemaTooNew(open: Promise<unknown>) {
   );
   expect(isCairnError(error, 'SCHEMA_TOO_NEW'), String(error)).toBe(true);
   expect((error as Error).message).toMatch(String(SCHEMA_VERSION + 1));
+}
+
+/** Message data of every kind, some long enough for Postgres to compress and move out of line. */
+function oldData(i: number): JsonValue {
+  switch (i % 6) {
+    case 0:
+      return `message ${i}: café, 日本語, 🎉, "quotes" and \\ backslashes`;
+    case 1:
+      return {
+        lc: 1,
+        type: 'constructor',
+        id: ['langchain_core', 'messages', 'AIMessage'],
+        kwargs: { content: `reply ${i}`, tool_calls: [], additional_kwargs: {}, zeta: i, a: null },
+      };
+    case 2:
+      return i % 4 === 0 ? i * 1.5 : -i;
+    case 3:
+      return [true, false, null, { nested: { deeper: [i, `x${i}`] } }];
+    case 4:
+      return i % 12 === 4 ? null : i % 12 === 10;
+    default:
+      return { text: `long ${i} `.repeat(1200), words: `w${i}`.repeat(900) };
+  }
+}
+
+/** Creates `schema` as the migrations before the one called `name` left it. */
+async function schemaBefore(q: Queryable, schema: string, name: string): Promise<void> {
+  const s = ident(schema);
+  const version = MIGRATIONS.findIndex((m) => m.name === name);
+  expect(version).toBeGreaterThan(0);
+  await q.exec(`CREATE SCHEMA ${s};
+CREATE TABLE ${s}.cairn_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at double precision NOT NULL);`);
+  for (const [i, m] of MIGRATIONS.slice(0, version).entries()) {
+    await q.exec(m.sql(s));
+    await m.run?.(q, s);
+    await q.query(`INSERT INTO ${s}.cairn_migrations VALUES ($1, $2, 0)`, [i + 1, m.name]);
+  }
+}
+
+/**
+ * A thread of `n` messages (a chain with a fork at 10) stored as they were before
+ * "message data packed", in a schema at that version: data as jsonb.
+ */
+async function messagesBeforePacking(q: Queryable, schema: string, n: number) {
+  await schemaBefore(q, schema, 'message data packed');
+  const s = ident(schema);
+  await q.query(
+    `INSERT INTO ${s}.threads (id, metadata, created_at, updated_at) VALUES ('t', '{}', 0, 0)`,
+  );
+  const rows = Array.from({ length: n }, (_, i) => {
+    const parentId = i === 0 ? null : i === 20 ? 'm0010' : `m${String(i - 1).padStart(4, '0')}`;
+    return {
+      id: `m${String(i).padStart(4, '0')}`,
+      parentId,
+      depth: i < 20 ? i : i - 9,
+      data: oldData(i),
+    };
+  });
+  const jumps = backfillJumps(rows);
+  await q.query(
+    `INSERT INTO ${s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)
+     SELECT id, 't', parent_id, 'user', NULL, data::jsonb, 1, depth, jump_id, jump_depth
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[])
+       AS u(id, parent_id, data, depth, jump_id, jump_depth)`,
+    [
+      rows.map((r) => r.id),
+      rows.map((r) => r.parentId),
+      rows.map((r) => JSON.stringify(r.data)),
+      rows.map((r) => r.depth),
+      rows.map((r) => jumps.get(r.id)!.jumpId),
+      rows.map((r) => jumps.get(r.id)!.jumpDepth),
+    ],
+  );
+  // What the store read back before packing: the values as jsonb returns them.
+  const stored = await q.query<{ id: string; data: JsonValue }>(
+    `SELECT id, data FROM ${s}.messages ORDER BY id`,
+  );
+  return stored.rows;
+}
+
+/** Opens a store on the schema `messagesBeforePacking` filled, and checks every message. */
+async function expectPackedOnOpen(
+  q: Queryable,
+  schema: string,
+  open: () => Promise<Store>,
+): Promise<void> {
+  const before = await messagesBeforePacking(q, schema, 2500);
+  const store = await open();
+  // Equal, key order included: each reads back as it did before.
+  const json = (ms: Array<{ id: string; data: JsonValue }>) =>
+    new Map(ms.map((m) => [m.id, JSON.stringify(m.data)]));
+  const stored = json(before);
+  expect(json((await store.exportThread('t'))!.messages)).toEqual(stored);
+  expect([...stored.values()].some((d) => d.length > 10_000)).toBe(true);
+  const chain = await store.getChain('m2499');
+  expect(chain.map((m) => m.id)).toEqual(
+    before.map((m) => m.id).filter((id) => id <= 'm0010' || id >= 'm0020'),
+  );
+  for (const m of chain) expect(JSON.stringify(m.data)).toBe(stored.get(m.id));
+  expect((await store.getMessage('m0005'))?.data).toEqual(oldData(5));
+  const [added] = await store.addMessages([
+    { threadId: 't', parentId: 'm2499', role: 'user', data: { after: 'packing' } },
+  ]);
+  expect((await store.getMessage(added!.id))?.data).toEqual({ after: 'packing' });
+  const columns = await q.query(
+    `SELECT column_name, data_type, is_nullable FROM information_schema.columns
+     WHERE table_schema = $1 AND table_name = 'messages' AND column_name IN ('data', 'packed')`,
+    [schema],
+  );
+  expect(columns.rows).toEqual([{ column_name: 'data', data_type: 'bytea', is_nullable: 'NO' }]);
+  await store.close();
 }
 
 describeServer('migrations on the server', () => {
@@ -64,6 +180,19 @@ describeServer('migrations on the server', () => {
     await store.close();
   });
 
+  it('packs the data of messages stored before, each read back as it was', async () => {
+    const s = schema();
+    const client = new pg.Client({ connectionString: POSTGRES_URL });
+    await client.connect();
+    try {
+      await expectPackedOnOpen(sessionQueryable(client), s, () =>
+        createPostgresStore({ connectionString: POSTGRES_URL }, { schema: s }),
+      );
+    } finally {
+      await client.end();
+    }
+  }, 60_000);
+
   it('quotes every identifier: a schema name with quotes and spaces works', async () => {
     const s = `${schema()} "odd" Name`;
     schemas.push(s);
@@ -101,10 +230,10 @@ describe('migrations on PGlite', () => {
   });
 
   it('gives messages stored before jump pointers the ones new messages get', async () => {
-    const s = freshSchema();
-    const store = await createPostgresStore({ client: db }, { schema: s });
+    // A chain of 300 with a fork at 100, stored with jump pointers by the current code...
+    const current = freshSchema();
+    const store = await createPostgresStore({ client: db }, { schema: current });
     const t = await store.createThread({});
-    // A chain of 300 with a fork at 100, stored with jump pointers by the current code.
     await store.addMessages(
       Array.from({ length: 360 }, (_, i) => ({
         id: `m${i}`,
@@ -114,22 +243,34 @@ describe('migrations on PGlite', () => {
         data: i,
       })),
     );
-    const jumps = async () =>
+    await store.close();
+    const jumps = async (s: string) =>
       (
         await db.query<{ id: string; jump_id: string | null; jump_depth: number }>(
           `SELECT id, jump_id, jump_depth FROM "${s}".messages ORDER BY id`,
         )
       ).rows;
-    const planned = await jumps();
-    // Back to the schema before them, then up again: the migration fills them in.
-    await db.exec(`ALTER TABLE "${s}".messages DROP COLUMN jump_id, DROP COLUMN jump_depth;
-      DELETE FROM "${s}".cairn_migrations WHERE version = ${SCHEMA_VERSION}`);
-    await store.migrate();
-    expect(await jumps()).toEqual(planned);
+    const planned = await jumps(current);
+    // ...and the same messages in a schema from before them: the migration fills them in.
+    const s = freshSchema();
+    await schemaBefore(sessionQueryable(db), s, 'message jump pointers');
+    await db.exec(`INSERT INTO "${s}".threads (id, metadata, created_at, updated_at)
+        SELECT id, metadata, created_at, updated_at FROM "${current}".threads;
+      INSERT INTO "${s}".messages (id, thread_id, parent_id, role, data, created_at, depth)
+        SELECT id, thread_id, parent_id, role, to_jsonb(depth), created_at, depth FROM "${current}".messages`);
+    const migrated = await createPostgresStore({ client: db }, { schema: s });
+    expect(await jumps(s)).toEqual(planned);
     expect(new Set(planned.map((r) => r.jump_id)).size).toBeGreaterThan(50);
-    expect(await store.isAncestor('m100', 'm359')).toBe(true);
-    expect(await store.isAncestor('m101', 'm359')).toBe(false);
-    await store.close();
+    expect(await migrated.isAncestor('m100', 'm359')).toBe(true);
+    expect(await migrated.isAncestor('m101', 'm359')).toBe(false);
+    await migrated.close();
+  });
+
+  it('packs the data of messages stored before, each read back as it was', async () => {
+    const s = freshSchema();
+    await expectPackedOnOpen(sessionQueryable(db), s, () =>
+      createPostgresStore({ client: db }, { schema: s }),
+    );
   });
 
   it('refuses a newer schema (SCHEMA_TOO_NEW)', async () => {
