@@ -4,7 +4,7 @@ import { searchVector } from './keyword-index.js';
 import type { Queryable } from './queryable.js';
 import { segmentsOf } from './state-log.js';
 
-/** A row of `state_commits`, the table of one row per commit that schema version 5 packed. */
+/** A row of `state_commits`, the table of one row per commit that schema version 6 packed. */
 const OLD_COMMIT = new SqlTable<StateCommit>(
   'state_commits',
   'branchId threadId version messageId messageDepth update* snapshot* createdAt',
@@ -175,6 +175,14 @@ CREATE INDEX memories_search_len ON ${s}.memories (search_len);`,
     sql: (s) => `ALTER TABLE ${s}.messages ADD COLUMN jump_id text;
 ALTER TABLE ${s}.messages ADD COLUMN jump_depth integer NOT NULL DEFAULT 0;`,
     run: backfillMessageJumps,
+  },
+  {
+    // A chat message's few hundred bytes of JSON, which Postgres never compresses, take
+    // about half the room packed (`packJson`); data of less than `PACK_FROM` bytes stays
+    // jsonb, where reading it costs nothing more. Stored rows stay as they are.
+    name: 'message data packed',
+    sql: (s) => `ALTER TABLE ${s}.messages ADD COLUMN packed bytea;
+ALTER TABLE ${s}.messages ALTER COLUMN data DROP NOT NULL;`,
   },
   {
     // A branch's state log in packed segments of consecutive commits (state-log.ts): the

@@ -35,6 +35,7 @@ import {
   MESSAGE,
   MESSAGE_LINK,
   norm,
+  storedData,
   THREAD,
   TURN,
   vectorLiteral,
@@ -247,9 +248,9 @@ export class PostgresSession implements DriverSession {
     const head = messages.at(-1)!;
     return this.#one(
       `WITH inserted AS (${this.#insertMessagesSql()}),
-       th AS (SELECT t.id FROM ${this.#s}.threads t WHERE t.id = $14 FOR KEY SHARE)
-       UPDATE ${this.#s}.branches b SET head_message_id = $11
-       WHERE b.id = $12 AND b.head_message_id IS NOT DISTINCT FROM $13::text AND b.thread_id = $14
+       th AS (SELECT t.id FROM ${this.#s}.threads t WHERE t.id = $15 FOR KEY SHARE)
+       UPDATE ${this.#s}.branches b SET head_message_id = $12
+       WHERE b.id = $13 AND b.head_message_id IS NOT DISTINCT FROM $14::text AND b.thread_id = $15
          AND EXISTS (SELECT 1 FROM th)
        RETURNING ${BRANCH.columns}`,
       [...insertMessagesParams(messages, jumps), head.id, branchId, expectedHeadId, head.threadId],
@@ -258,11 +259,11 @@ export class PostgresSession implements DriverSession {
   }
 
   #insertMessagesSql(): string {
-    return `INSERT INTO ${this.#s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)
-       SELECT id, thread_id, parent_id, role, type, data::jsonb, created_at, depth, jump_id, jump_depth
+    return `INSERT INTO ${this.#s}.messages (id, thread_id, parent_id, role, type, data, packed, created_at, depth, jump_id, jump_depth)
+       SELECT id, thread_id, parent_id, role, type, data::jsonb, packed, created_at, depth, jump_id, jump_depth
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::int[],
-                   $9::text[], $10::int[])
-         AS u(id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)`;
+                   $9::text[], $10::int[], $11::bytea[])
+         AS u(id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth, packed)`;
   }
 
   getMessage(id: string): Promise<Message | null> {
@@ -831,18 +832,22 @@ export class PostgresSession implements DriverSession {
 }
 
 /** The parameters of `insertMessages`' statement: a column array each. */
-const insertMessagesParams = (messages: Message[], jumps: MessageJump[]) => [
-  messages.map((m) => m.id),
-  messages.map((m) => m.threadId),
-  messages.map((m) => m.parentId),
-  messages.map((m) => m.role),
-  messages.map((m) => m.type),
-  messages.map((m) => JSON.stringify(m.data)),
-  messages.map((m) => m.createdAt),
-  messages.map((m) => m.depth),
-  jumps.map((j) => j.jumpId),
-  jumps.map((j) => j.jumpDepth),
-];
+function insertMessagesParams(messages: Message[], jumps: MessageJump[]) {
+  const data = messages.map((m) => storedData(m.data));
+  return [
+    messages.map((m) => m.id),
+    messages.map((m) => m.threadId),
+    messages.map((m) => m.parentId),
+    messages.map((m) => m.role),
+    messages.map((m) => m.type),
+    data.map((d) => d.json),
+    messages.map((m) => m.createdAt),
+    messages.map((m) => m.depth),
+    jumps.map((j) => j.jumpId),
+    jumps.map((j) => j.jumpDepth),
+    data.map((d) => d.packed),
+  ];
+}
 
 const toMemoryRow = (r: Row): MemoryRow => ({ memory: MEMORY.decode(r), seq: Number(r.seq) });
 

@@ -3,7 +3,8 @@ import { Rng } from '@cairn/store/testing';
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
-import { freshSchema, schemaAt } from './support.js';
+import { sessionQueryable } from '../src/queryable.js';
+import { freshSchema, schemaBefore } from './support.js';
 
 // Stop words, words Postgres's `english` configuration would stem, accents, CJK, digits.
 const WORDS = [
@@ -101,9 +102,14 @@ describe('keyword search on PGlite against the reference store', () => {
     const first = await createPostgresStore({ client: db }, { schema: current });
     await first.addMemories(memories);
     await first.close();
-    // The same memories in a schema at version 2: the english configuration's index, no
+    // The same memories in a schema from before it: the english configuration's index, no
     // token counts.
-    const schema = await schemaAt(db, 2);
+    const schema = freshSchema();
+    await schemaBefore(
+      sessionQueryable(db),
+      schema,
+      'keyword index from the shared tokenizer, with token counts for BM25',
+    );
     await db.exec(`INSERT INTO "${schema}".memories (id, type, agent_id, entity_id, room_id, world_id, scope,
         content, metadata, content_hash, embedding, embedding_norm, search, created_at)
       SELECT id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata, content_hash,

@@ -1,15 +1,19 @@
-import type { StateCommit } from '@cairn/core';
-import { isCairnError } from '@cairn/core';
+import { isCairnError, type JsonValue, type StateCommit } from '@cairn/core';
+import type { Store } from '@cairn/store';
+import { backfillJumps } from '@cairn/store/adapter';
 import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, SCHEMA_VERSION } from '../src/index.js';
+import { ident } from '../src/migrations.js';
+import { type Queryable, sessionQueryable } from '../src/queryable.js';
 import { runFixture } from './processes.js';
 import {
   describeServer,
   dropSchema,
   freshSchema,
   POSTGRES_URL,
-  schemaAt,
+  schemaBefore,
   withClient,
 } from './support.js';
 
@@ -20,6 +24,116 @@ async function expectSchemaTooNew(open: Promise<unknown>) {
   );
   expect(isCairnError(error, 'SCHEMA_TOO_NEW'), String(error)).toBe(true);
   expect((error as Error).message).toMatch(String(SCHEMA_VERSION + 1));
+}
+
+/** Message data of every kind, some long enough for Postgres to compress and move out of line. */
+function oldData(i: number): JsonValue {
+  switch (i % 6) {
+    case 0:
+      return `message ${i}: café, 日本語, 🎉, "quotes" and \\ backslashes`;
+    case 1:
+      return {
+        lc: 1,
+        type: 'constructor',
+        id: ['langchain_core', 'messages', 'AIMessage'],
+        kwargs: { content: `reply ${i}`, tool_calls: [], additional_kwargs: {}, zeta: i, a: null },
+      };
+    case 2:
+      return i % 4 === 0 ? i * 1.5 : -i;
+    case 3:
+      return [true, false, null, { nested: { deeper: [i, `x${i}`] } }];
+    case 4:
+      return i % 12 === 4 ? null : i % 12 === 10;
+    default:
+      return { text: `long ${i} `.repeat(1200), words: `w${i}`.repeat(900) };
+  }
+}
+
+/**
+ * A thread of `n` messages (a chain with a fork at 10) stored as they were before
+ * "message data packed", in a schema at that version: data as jsonb.
+ */
+async function messagesBeforePacking(q: Queryable, schema: string, n: number) {
+  await schemaBefore(q, schema, 'message data packed');
+  const s = ident(schema);
+  await q.query(
+    `INSERT INTO ${s}.threads (id, metadata, created_at, updated_at) VALUES ('t', '{}', 0, 0)`,
+  );
+  const rows = Array.from({ length: n }, (_, i) => {
+    const parentId = i === 0 ? null : i === 20 ? 'm0010' : `m${String(i - 1).padStart(4, '0')}`;
+    return {
+      id: `m${String(i).padStart(4, '0')}`,
+      parentId,
+      depth: i < 20 ? i : i - 9,
+      data: oldData(i),
+    };
+  });
+  const jumps = backfillJumps(rows);
+  await q.query(
+    `INSERT INTO ${s}.messages (id, thread_id, parent_id, role, type, data, created_at, depth, jump_id, jump_depth)
+     SELECT id, 't', parent_id, 'user', NULL, data::jsonb, 1, depth, jump_id, jump_depth
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[])
+       AS u(id, parent_id, data, depth, jump_id, jump_depth)`,
+    [
+      rows.map((r) => r.id),
+      rows.map((r) => r.parentId),
+      rows.map((r) => JSON.stringify(r.data)),
+      rows.map((r) => r.depth),
+      rows.map((r) => jumps.get(r.id)!.jumpId),
+      rows.map((r) => jumps.get(r.id)!.jumpDepth),
+    ],
+  );
+  // What the store read back before packing: the values as jsonb returns them.
+  const stored = await q.query<{ id: string; data: JsonValue }>(
+    `SELECT id, data FROM ${s}.messages ORDER BY id`,
+  );
+  return stored.rows;
+}
+
+/**
+ * Opens a store on the schema `messagesBeforePacking` filled: every message reads back as it
+ * did (they stay jsonb), and new ones are packed or not by size.
+ */
+async function expectPackedOnOpen(
+  q: Queryable,
+  schema: string,
+  open: () => Promise<Store>,
+): Promise<void> {
+  const before = await messagesBeforePacking(q, schema, 2500);
+  const store = await open();
+  // Equal, key order included: each reads back as it did before.
+  const json = (ms: Array<{ id: string; data: JsonValue }>) =>
+    new Map(ms.map((m) => [m.id, JSON.stringify(m.data)]));
+  const stored = json(before);
+  expect(json((await store.exportThread('t'))!.messages)).toEqual(stored);
+  expect([...stored.values()].some((d) => d.length > 10_000)).toBe(true);
+  const chain = await store.getChain('m2499');
+  expect(chain.map((m) => m.id)).toEqual(
+    before.map((m) => m.id).filter((id) => id <= 'm0010' || id >= 'm0020'),
+  );
+  for (const m of chain) expect(JSON.stringify(m.data)).toBe(stored.get(m.id));
+  expect((await store.getMessage('m0005'))?.data).toEqual(oldData(5));
+  // New data: packed from PACK_FROM characters of JSON, jsonb below; both read back.
+  const long = { text: 'a chat message of a few hundred characters, '.repeat(8) };
+  const added = await store.addMessages([
+    { threadId: 't', parentId: 'm2499', role: 'user', data: { after: 'packing' } },
+    { threadId: 't', parentId: null, role: 'user', data: long },
+  ]);
+  for (const [m, data] of [
+    [added[0]!, { after: 'packing' }],
+    [added[1]!, long],
+  ] as const)
+    expect((await store.getMessage(m.id))?.data).toEqual(data);
+  const packed = await q.query<{ id: string; jsonb: boolean; packed: boolean }>(
+    `SELECT id, data IS NOT NULL AS jsonb, packed IS NOT NULL AS packed FROM ${ident(schema)}.messages
+     WHERE id = ANY($1) OR packed IS NOT NULL ORDER BY packed`,
+    [added.map((m) => m.id)],
+  );
+  expect(packed.rows).toEqual([
+    { id: added[0]!.id, jsonb: true, packed: false },
+    { id: added[1]!.id, jsonb: false, packed: true },
+  ]);
+  await store.close();
 }
 
 describeServer('migrations on the server', () => {
@@ -72,6 +186,19 @@ describeServer('migrations on the server', () => {
     await store.close();
   });
 
+  it('reads the messages stored before packing as they were, and packs new ones by size', async () => {
+    const s = schema();
+    const client = new pg.Client({ connectionString: POSTGRES_URL });
+    await client.connect();
+    try {
+      await expectPackedOnOpen(sessionQueryable(client), s, () =>
+        createPostgresStore({ connectionString: POSTGRES_URL }, { schema: s }),
+      );
+    } finally {
+      await client.end();
+    }
+  }, 60_000);
+
   it('quotes every identifier: a schema name with quotes and spaces works', async () => {
     const s = `${schema()} "odd" Name`;
     schemas.push(s);
@@ -109,46 +236,52 @@ describe('migrations on PGlite', () => {
   });
 
   it('gives messages stored before jump pointers the ones new messages get', async () => {
-    // A chain of 300 with a fork at 100, its jump pointers as the current code plans them.
-    const messages = Array.from({ length: 360 }, (_, i) => ({
-      id: `m${i}`,
-      parentId: i === 0 ? null : i === 300 ? 'm100' : `m${i - 1}`,
-      depth: i < 300 ? i : i - 199,
-    }));
+    // A chain of 300 with a fork at 100, stored with jump pointers by the current code...
+    const current = freshSchema();
+    const store = await createPostgresStore({ client: db }, { schema: current });
+    const t = await store.createThread({});
+    await store.addMessages(
+      Array.from({ length: 360 }, (_, i) => ({
+        id: `m${i}`,
+        threadId: t.id,
+        parentId: i === 0 ? null : i === 300 ? 'm100' : `m${i - 1}`,
+        role: 'user',
+        data: i,
+      })),
+    );
+    await store.close();
     const jumps = async (s: string) =>
       (
         await db.query<{ id: string; jump_id: string | null; jump_depth: number }>(
           `SELECT id, jump_id, jump_depth FROM "${s}".messages ORDER BY id`,
         )
       ).rows;
-    const now = freshSchema();
-    const current = await createPostgresStore({ client: db }, { schema: now });
-    const t = await current.createThread({});
-    await current.addMessages(
-      messages.map(({ depth: _, ...m }, i) => ({ ...m, threadId: t.id, role: 'user', data: i })),
-    );
-    await current.close();
-    // The same messages in a schema from before jump pointers, then up to date.
-    const s = await schemaAt(db, 3);
-    await db.query(
-      `INSERT INTO "${s}".threads (id, metadata, created_at, updated_at) VALUES ('t', '{}', 0, 0)`,
-    );
-    await db.query(
-      `INSERT INTO "${s}".messages (id, thread_id, parent_id, role, data, created_at, depth)
-       SELECT id, 't', parent_id, 'user', '0', 0, depth FROM unnest($1::text[], $2::text[], $3::int[]) AS u(id, parent_id, depth)`,
-      [messages.map((m) => m.id), messages.map((m) => m.parentId), messages.map((m) => m.depth)],
-    );
-    const store = await createPostgresStore({ client: db }, { schema: s });
-    const planned = await jumps(now);
+    const planned = await jumps(current);
+    // ...and the same messages in a schema from before them: the migration fills them in.
+    const s = freshSchema();
+    await schemaBefore(sessionQueryable(db), s, 'message jump pointers');
+    await db.exec(`INSERT INTO "${s}".threads (id, metadata, created_at, updated_at)
+        SELECT id, metadata, created_at, updated_at FROM "${current}".threads;
+      INSERT INTO "${s}".messages (id, thread_id, parent_id, role, data, created_at, depth)
+        SELECT id, thread_id, parent_id, role, to_jsonb(depth), created_at, depth FROM "${current}".messages`);
+    const migrated = await createPostgresStore({ client: db }, { schema: s });
     expect(await jumps(s)).toEqual(planned);
     expect(new Set(planned.map((r) => r.jump_id)).size).toBeGreaterThan(50);
-    expect(await store.isAncestor('m100', 'm359')).toBe(true);
-    expect(await store.isAncestor('m101', 'm359')).toBe(false);
-    await store.close();
+    expect(await migrated.isAncestor('m100', 'm359')).toBe(true);
+    expect(await migrated.isAncestor('m101', 'm359')).toBe(false);
+    await migrated.close();
+  });
+
+  it('reads the messages stored before packing as they were, and packs new ones by size', async () => {
+    const s = freshSchema();
+    await expectPackedOnOpen(sessionQueryable(db), s, () =>
+      createPostgresStore({ client: db }, { schema: s }),
+    );
   });
 
   it('packs the state commits stored one per row into segments, each read back as it was', async () => {
-    const s = await schemaAt(db, 4);
+    const s = freshSchema();
+    await schemaBefore(sessionQueryable(db), s, 'state log in packed segments');
     await db.exec(`INSERT INTO "${s}".threads (id, metadata, created_at, updated_at) VALUES ('t', '{}', 0, 0);
       INSERT INTO "${s}".messages (id, thread_id, role, data, created_at, depth) VALUES ('m0', 't', 'user', '0', 0, 0);
       INSERT INTO "${s}".branches (id, thread_id, name, is_active, created_at) VALUES

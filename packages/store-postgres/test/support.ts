@@ -1,9 +1,8 @@
-import { freshSchema, POSTGRES_TEST_URL, postgresTestSkip } from '@cairn/store-postgres/testing';
-import type { PGlite } from '@electric-sql/pglite';
+import { POSTGRES_TEST_URL, postgresTestSkip } from '@cairn/store-postgres/testing';
 import pg from 'pg';
 import { describe } from 'vitest';
 import { ident, MIGRATIONS } from '../src/migrations.js';
-import { sessionQueryable } from '../src/queryable.js';
+import type { Queryable } from '../src/queryable.js';
 
 export { dropSchema, freshSchema } from '@cairn/store-postgres/testing';
 export const POSTGRES_URL = POSTGRES_TEST_URL;
@@ -27,19 +26,16 @@ export async function withClient<T>(fn: (c: pg.Client) => Promise<T>): Promise<T
   }
 }
 
-/**
- * A new schema on `db` as schema version `version` left it: the first `version` migrations,
- * recorded, for a test of what the later ones do to its data.
- */
-export async function schemaAt(db: PGlite, version: number): Promise<string> {
-  const s = freshSchema();
-  const q = sessionQueryable(db);
-  await q.exec(`CREATE SCHEMA ${ident(s)};
-    CREATE TABLE ${ident(s)}.cairn_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at double precision NOT NULL)`);
+/** Creates `schema` as the migrations before the one called `name` left it. */
+export async function schemaBefore(q: Queryable, schema: string, name: string): Promise<void> {
+  const s = ident(schema);
+  const version = MIGRATIONS.findIndex((m) => m.name === name);
+  if (version < 1) throw new Error(`no migration after the first is called ${name}`);
+  await q.exec(`CREATE SCHEMA ${s};
+CREATE TABLE ${s}.cairn_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at double precision NOT NULL);`);
   for (const [i, m] of MIGRATIONS.slice(0, version).entries()) {
-    await q.exec(m.sql(ident(s)));
-    await m.run?.(q, ident(s));
-    await q.query(`INSERT INTO ${ident(s)}.cairn_migrations VALUES ($1, $2, 0)`, [i + 1, m.name]);
+    await q.exec(m.sql(s));
+    await m.run?.(q, s);
+    await q.query(`INSERT INTO ${s}.cairn_migrations VALUES ($1, $2, 0)`, [i + 1, m.name]);
   }
-  return s;
 }
