@@ -40,7 +40,7 @@ import {
   TURN,
   vectorLiteral,
 } from './rows.js';
-import { commitsOf, isOpen, type Segment, withCommit } from './state-log.js';
+import { appendTo, commitsOf, type Segment } from './state-log.js';
 
 /** A state segment's columns (of alias `g`) as `Segment` fields. */
 const SEGMENT_COLUMNS =
@@ -447,15 +447,14 @@ export class PostgresSession implements DriverSession {
       version: expected + 1,
       messageDepth: c.messageId === null ? null : (found.depth as number),
     };
-    const open = tail && isOpen(tail);
-    const g = withCommit(open ? tail : null, commit);
+    const { tail: next, sealed } = appendTo(tail, commit);
     const params = [
       c.branchId,
-      g.firstVersion,
-      g.lastVersion,
-      g.hasSnapshot,
-      g.minDepth,
-      g.commits,
+      next.firstVersion,
+      next.lastVersion,
+      next.hasSnapshot,
+      next.minDepth,
+      next.commits,
     ];
     const update = `UPDATE ${s}.state_tail SET first_version = $2, last_version = $3, has_snapshot = $4,
          min_depth = $5, commits = $6 WHERE branch_id = $1 AND last_version = $7`;
@@ -466,8 +465,8 @@ export class PostgresSession implements DriverSession {
          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
         [...params, commit.threadId],
       );
-    else if (open) written = await this.#count(update, [...params, expected]);
-    // A full tail is sealed: moved to the segments as it was, the new commit starting the next.
+    else if (!sealed) written = await this.#count(update, [...params, expected]);
+    // The tail moves to the segments as it was; the new commit starts the next one.
     else
       written = await this.#count(
         `WITH moved AS (${update} RETURNING 1)
@@ -476,10 +475,10 @@ export class PostgresSession implements DriverSession {
         [
           ...params,
           expected,
-          tail.firstVersion,
-          tail.hasSnapshot,
-          tail.minDepth,
-          tail.commits,
+          sealed.firstVersion,
+          sealed.hasSnapshot,
+          sealed.minDepth,
+          sealed.commits,
           commit.threadId,
         ],
       );

@@ -8,13 +8,19 @@ import { packText, unpackText } from './packed.js';
  * compression across commits removes: an agent's log of checkpoint records packs ~8x.
  *
  * A branch's newest segment is its tail, a row of its own (`state_tail`): an append rewrites
- * it with the commit added until it holds `SEGMENT_BYTES` packed bytes or `SEGMENT_COMMITS`
- * commits; the next append then seals it (moves it, as it is, to `state_segments`, which only
- * ever grows by inserts) and starts the tail again. Under Postgres's 2 KB threshold a tail
- * stays in its row, so the rewrite is an in-page (HOT) update whose old version the page
- * reclaims without VACUUM.
+ * it with the commit added while that keeps it within `SEGMENT_BYTES` packed bytes and
+ * `SEGMENT_COMMITS` commits; else the tail is sealed (moved, as it is, to `state_segments`,
+ * which only ever grows by inserts) and the commit starts a new one. Within that size a
+ * tail stays in its row, so the rewrite is an in-page (HOT) update whose old version the
+ * page reclaims without VACUUM.
  */
-export const SEGMENT_BYTES = 1600;
+
+/**
+ * The most packed bytes of commits a segment holds: with the row's ~64 other bytes (ids of
+ * 36 characters) under the 2,032 at which Postgres moves a value out of its row, and four
+ * sealed ones fill a page.
+ */
+export const SEGMENT_BYTES = 1900;
 export const SEGMENT_COMMITS = 256;
 
 /** One commit in a segment; its version is the segment's first plus its position. */
@@ -37,16 +43,23 @@ export interface Segment {
   commits: Uint8Array;
 }
 
-/** Whether the branch's next commit goes into `tail` (else `tail` is sealed and a new one begins). */
-export function isOpen(tail: Segment): boolean {
-  return (
-    tail.commits.byteLength < SEGMENT_BYTES &&
-    tail.lastVersion - tail.firstVersion + 1 < SEGMENT_COMMITS
-  );
+/**
+ * The branch's tail once `c` (its next version) is appended: `tail` with `c` added, or, when
+ * that would not fit, a new tail of `c` alone, `tail` being `sealed`.
+ */
+export function appendTo(
+  tail: Segment | null,
+  c: StateCommit,
+): { tail: Segment; sealed: Segment | null } {
+  if (tail && tail.lastVersion - tail.firstVersion + 1 < SEGMENT_COMMITS) {
+    const grown = withCommit(tail, c);
+    if (grown.commits.byteLength <= SEGMENT_BYTES) return { tail: grown, sealed: null };
+  }
+  return { tail: withCommit(null, c), sealed: tail };
 }
 
 /** `open` with `c` (the next version) added, or a new segment of `c` alone when `open` is null. */
-export function withCommit(open: Segment | null, c: StateCommit): Segment {
+function withCommit(open: Segment | null, c: StateCommit): Segment {
   const entry: Entry = [c.messageId, c.messageDepth, c.update, c.snapshot, c.createdAt];
   const json = JSON.stringify(entry);
   const text = open ? `${unpackText(open.commits).slice(0, -1)},${json}]` : `[${json}]`;
@@ -60,15 +73,16 @@ export function withCommit(open: Segment | null, c: StateCommit): Segment {
   };
 }
 
-/** The segments holding `commits`, consecutive versions of one branch in order. */
+/** The segments holding `commits`, consecutive versions of one branch in order: the last is the tail. */
 export function segmentsOf(commits: Iterable<StateCommit>): Segment[] {
   const out: Segment[] = [];
+  let tail: Segment | null = null;
   for (const c of commits) {
-    const last = out.at(-1);
-    if (last && isOpen(last)) out[out.length - 1] = withCommit(last, c);
-    else out.push(withCommit(null, c));
+    const next = appendTo(tail, c);
+    if (next.sealed) out.push(next.sealed);
+    tail = next.tail;
   }
-  return out;
+  return tail ? [...out, tail] : out;
 }
 
 /** The commits of a segment of branch `branchId` in thread `threadId`, oldest first. */
