@@ -5,7 +5,8 @@ const AI: JsonObject = { tool_calls: [], invalid_tool_calls: [], ...BASE };
 
 /**
  * What the default serde writes in a message's `kwargs` for the fields a message of each class
- * (`@langchain/core` 1.x, `langchain_core.messages`) leaves at their defaults, in its order.
+ * (`@langchain/core` 1.x, `langchain_core.messages`) leaves at their defaults, in its order: a
+ * message at its defaults expands to the serde's very text.
  */
 const DEFAULTS: Record<string, JsonObject> = {
   HumanMessage: BASE,
@@ -54,7 +55,7 @@ export function compactMessage(type: string | null, full: JsonValue): JsonValue 
 
 /**
  * The serialized message a Cairn message's data stands for: data with an `lc` key (stored
- * whole, as earlier releases stored every message) as it is, compact data with its class's
+ * whole, as earlier versions stored every message) as it is, compact data with its class's
  * defaults put back.
  */
 export function expandMessage(type: string | null, data: JsonValue): JsonValue {

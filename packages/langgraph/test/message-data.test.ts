@@ -75,7 +75,8 @@ describe('compactMessage and expandMessage', () => {
       const { type, full } = await serialized(message);
       const data = compactMessage(type, full);
       expect(data, type).toStrictEqual(compact);
-      expect(jsonEqual(expandMessage(type, data), full), type).toBe(true);
+      // The serde's text, key order included.
+      expect(JSON.stringify(expandMessage(type, data)), type).toBe(JSON.stringify(full));
     }
   });
 
