@@ -28,6 +28,7 @@ import {
   TASKS,
   WRITES_IDX_MAP,
 } from '@langchain/langgraph-checkpoint';
+import { compactMessage, expandMessage } from './message-data.js';
 import { MessageReviver } from './revive.js';
 import {
   type CachedNode,
@@ -166,8 +167,10 @@ class NodeWriter {
       if (node.parent === parentId && sameContent(node, json)) return id;
     }
     const id = newId();
-    const data = JSON.parse(json) as JsonValue;
-    this.added.push({ id, threadId: this.thread.id, parentId, data, ...roleOf(data) });
+    const full = JSON.parse(json) as JsonValue;
+    const { role, type } = roleOf(full);
+    const data = compactMessage(type, full);
+    this.added.push({ id, threadId: this.thread.id, parentId, data, role, type });
     this.cached.push([id, { parent: parentId, json }]);
     return id;
   }
@@ -775,7 +778,7 @@ export class CairnSaver extends BaseCheckpointSaver {
         return ids.reverse();
       }
       for (const m of await store.getChain(list.m)) {
-        thread.nodes.set(m.id, { parent: m.parentId, value: m.data });
+        thread.nodes.set(m.id, { parent: m.parentId, value: expandMessage(m.type, m.data) });
       }
     }
     throw new CairnError('NOT_FOUND', `message chain ${JSON.stringify(list.m)} is incomplete`);
@@ -859,7 +862,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       if (thread.nodes.has(id)) continue;
       const m = await store.getMessage(id);
       if (!m) throw new CairnError('NOT_FOUND', `message ${JSON.stringify(id)} is missing`);
-      thread.nodes.set(id, { parent: m.parentId, value: m.data });
+      thread.nodes.set(id, { parent: m.parentId, value: expandMessage(m.type, m.data) });
     }
   }
 
