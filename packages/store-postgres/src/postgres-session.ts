@@ -46,9 +46,12 @@ import { appendTo, commitsOf, type Segment } from './state-log.js';
 const SEGMENT_COLUMNS =
   'g.first_version AS "firstVersion", g.last_version AS "lastVersion", g.has_snapshot AS "hasSnapshot", g.min_depth AS "minDepth", g.commits';
 
+/** What reads of the state log need of a segment. */
+const LOG_COLUMNS = 'thread_id, first_version, commits';
+
 /** Every segment of the state log, sealed or the tails, as one relation (Postgres pushes conditions into both). */
 const stateLog = (s: string) =>
-  `(SELECT * FROM ${s}.state_segments UNION ALL SELECT * FROM ${s}.state_tail) g`;
+  `(SELECT branch_id, ${LOG_COLUMNS} FROM ${s}.state_segments UNION ALL SELECT branch_id, ${LOG_COLUMNS} FROM ${s}.state_tail) g`;
 
 /** What every session of one store shares. */
 export interface SessionContext {
@@ -498,7 +501,7 @@ export class PostgresSession implements DriverSession {
     const s = this.#s;
     // From the segment holding `from` (the last one starting at or before it) to `to`.
     const rows = await this.#rows(
-      `SELECT thread_id, first_version, commits FROM ${stateLog(s)}
+      `SELECT ${LOG_COLUMNS} FROM ${stateLog(s)}
        WHERE branch_id = $1 AND first_version <= $3::bigint AND first_version >= COALESCE(
          (SELECT max(first_version) FROM ${stateLog(s)} WHERE branch_id = $1 AND first_version <= $2::bigint), 0)
        ORDER BY first_version`,
@@ -520,10 +523,14 @@ export class PostgresSession implements DriverSession {
     // Newest first, a few segments at a time: those whose summary allows a match.
     const PAGE = 4;
     for (let below = (q.maxVersion ?? Number.MAX_SAFE_INTEGER) + 1; ; ) {
+      const where = `WHERE branch_id = $1 AND first_version < $2::bigint AND (NOT $3 OR has_snapshot)
+        AND ($4::bigint IS NULL OR min_depth <= $4::bigint)`;
+      // The sealed ones by their own ORDER BY and LIMIT: a backward scan of their key, not a
+      // read of all a branch's segments, whatever Postgres estimates of the union.
       const rows = await this.#rows(
-        `SELECT thread_id, first_version, commits FROM ${stateLog(this.#s)}
-         WHERE branch_id = $1 AND first_version < $2::bigint AND (NOT $3 OR has_snapshot)
-           AND ($4::bigint IS NULL OR min_depth <= $4::bigint)
+        `(SELECT ${LOG_COLUMNS} FROM ${this.#s}.state_tail ${where})
+         UNION ALL
+         (SELECT ${LOG_COLUMNS} FROM ${this.#s}.state_segments ${where} ORDER BY first_version DESC LIMIT ${PAGE})
          ORDER BY first_version DESC LIMIT ${PAGE}`,
         [branchId, below, q.withSnapshot === true, q.maxMessageDepth ?? null],
       );
