@@ -33,7 +33,7 @@ const lorem = (i: number, who: string) =>
 /**
  * How much Postgres's TOAST compression (pglz, the server's default) shrinks one message and the
  * whole list of this run's text, serialized as LangChain serializes them: what PostgresSaver's
- * whole-list blobs gain and Cairn's one-message rows cannot.
+ * whole-list blobs gain and a row of one message does not (Cairn packs those with Brotli).
  */
 async function compressibility(admin: pg.Client): Promise<string> {
   const lines: string[] = [];
