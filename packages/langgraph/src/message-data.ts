@@ -6,7 +6,13 @@ const AI: JsonObject = { tool_calls: [], invalid_tool_calls: [], ...BASE };
 /**
  * What the default serde writes in a message's `kwargs` for the fields a message of each class
  * (`@langchain/core` 1.x, `langchain_core.messages`) leaves at their defaults, in its order: a
- * message at its defaults expands to the serde's very text.
+ * message made with its own fields (`new AIMessage({ id, content })`) expands to the serde's
+ * very text; one whose id LangGraph set afterwards (the serde writes it last) to the same value
+ * with its keys in another order.
+ *
+ * Compact data is read back through this table, so an entry must never change: stored messages
+ * would read back with a field more or less. A `@langchain/core` that writes other defaults only
+ * leaves its messages less compact (`compactMessage` checks that they expand back).
  */
 const DEFAULTS: Record<string, JsonObject> = {
   HumanMessage: BASE,

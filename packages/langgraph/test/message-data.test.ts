@@ -24,6 +24,7 @@ import {
   END,
   MemorySaver,
   MessagesAnnotation,
+  messagesStateReducer,
   START,
   StateGraph,
 } from '@langchain/langgraph';
@@ -78,6 +79,17 @@ describe('compactMessage and expandMessage', () => {
       // The serde's text, key order included.
       expect(JSON.stringify(expandMessage(type, data)), type).toBe(JSON.stringify(full));
     }
+  });
+
+  it('give back a message whose id LangGraph set, its keys in another order', async () => {
+    // The reducer gives a message without an id one; the serde then writes it last.
+    const [message] = messagesStateReducer([], [new HumanMessage('hi')]);
+    const { type, full } = await serialized(message!);
+    const id = (full.kwargs as JsonObject).id!;
+    expect(Object.keys(full.kwargs as JsonObject).at(-1)).toBe('id');
+    const data = compactMessage(type, full);
+    expect(data).toStrictEqual({ content: 'hi', id });
+    expect(jsonEqual(expandMessage(type, data), full)).toBe(true);
   });
 
   it('keep the fields that hold something else', async () => {
