@@ -29,7 +29,7 @@ import {
   StateGraph,
 } from '@langchain/langgraph';
 import { JsonPlusSerializer } from '@langchain/langgraph-checkpoint';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CairnSaver } from '../src/index.js';
 import { compactMessage, expandMessage } from '../src/message-data.js';
 import { chatGraph, history, normalizer } from './scripts.js';
@@ -191,11 +191,9 @@ async function turns(graph: Graph, ids: string[]) {
 const normalized = async (graph: Graph) => normalizer()(await history(graph, thread));
 
 describe('messages stored compactly', () => {
-  let reference: Graph;
-  it('runs on MemorySaver (the reference)', async () => {
-    reference = toolGraph(new MemorySaver());
-    await turns(reference, ['q-1', 'q-2', 'q-3']);
-  });
+  // The reference: the same turns on MemorySaver.
+  const reference = toolGraph(new MemorySaver());
+  beforeAll(() => turns(reference, ['q-1', 'q-2', 'q-3']));
 
   for (const kind of kinds) {
     it.skipIf(kind.skip)(`are their own fields, read back exactly on ${kind.name}`, async () => {
