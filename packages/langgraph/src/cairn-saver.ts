@@ -123,8 +123,9 @@ function nodeJson(node: CachedNode): string {
 
 /**
  * Whether a cached message holds this serialized element. Compares the text first; a message
- * read back from a store that reorders keys (Postgres JSONB) is compared by content once and
- * then keeps the serializer's text.
+ * read back with its keys in another order (Postgres JSONB reorders them; `expandMessage` puts
+ * an id LangGraph set before the defaults) is compared by content once and then keeps the
+ * serializer's text.
  */
 function sameContent(node: CachedNode, json: string): boolean {
   if (nodeJson(node) === json) return true;

@@ -177,7 +177,10 @@ export class NamespaceLog {
   }
 }
 
-/** A message node as cached: its parent and its data, parsed or serialized (at least one). */
+/**
+ * A message node as cached: its parent and the serde's JSON of the message (its Cairn data as
+ * `expandMessage` gives it back), parsed or serialized (at least one).
+ */
 export interface CachedNode {
   parent: string | null;
   value?: JsonValue;
