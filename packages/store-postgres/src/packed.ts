@@ -36,12 +36,7 @@ export function unpackText(bytes: Uint8Array): string {
   return brotliDecompressSync(bytes, { chunkSize }).toString('utf8');
 }
 
-/** A JSON value, packed. */
-export function packJson(value: unknown): Buffer {
-  return packText(JSON.stringify(value));
-}
-
-/** The JSON value `packJson` packed. */
+/** The JSON value whose text `packText` packed. */
 export function unpackJson<T>(bytes: Uint8Array): T {
   return JSON.parse(unpackText(bytes)) as T;
 }
