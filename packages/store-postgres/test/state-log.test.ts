@@ -19,6 +19,19 @@ function rng(seed: number) {
 
 const WORDS = ['plan', 'search', 'cite', 'river', 'budget', 'the', 'draft', 'tool', 'result'];
 
+/** A chain of 20 messages in `threadId`, ids `${prefix}0` (the root) to `${prefix}19`. */
+async function addChain(store: Store, threadId: string, prefix: string): Promise<void> {
+  await store.addMessages(
+    Array.from({ length: 20 }, (_, i) => ({
+      id: `${prefix}${i}`,
+      threadId,
+      parentId: i === 0 ? null : `${prefix}${i - 1}`,
+      role: 'user',
+      data: i,
+    })),
+  );
+}
+
 /**
  * The same log on `store`: a thread of 20 messages, branch `main` with `commits` appends of
  * updates from a few bytes to ~2 KB (so segments close by size and by count), a snapshot now
@@ -27,15 +40,7 @@ const WORDS = ['plan', 'search', 'cite', 'river', 'budget', 'the', 'draft', 'too
 async function writeLog(store: Store, commits: number): Promise<{ main: string; side: string }> {
   const random = rng(7);
   const { thread, branch } = await store.createThreadWithBranch({ id: 'log-thread' });
-  await store.addMessages(
-    Array.from({ length: 20 }, (_, i) => ({
-      id: `m${i}`,
-      threadId: thread.id,
-      parentId: i === 0 ? null : `m${i - 1}`,
-      role: 'user',
-      data: i,
-    })),
-  );
+  await addChain(store, thread.id, 'm');
   const side = await store.createBranch({ threadId: thread.id, name: 'side', headMessageId: 'm3' });
   for (let v = 1; v <= commits; v++) {
     const words = Math.floor(random() ** 4 * 300);
@@ -121,15 +126,7 @@ function logOnSegments(
     const { store, segments } = await open();
     try {
       const { thread, branch } = await store.createThreadWithBranch({});
-      await store.addMessages(
-        Array.from({ length: 20 }, (_, i) => ({
-          id: `p${i}`,
-          threadId: thread.id,
-          parentId: i === 0 ? null : `p${i - 1}`,
-          role: 'user',
-          data: i,
-        })),
-      );
+      await addChain(store, thread.id, 'p');
       const random = rng(3);
       for (let v = 1; v <= 400; v++) {
         const odd = v % 2 === 1;
