@@ -313,7 +313,7 @@ const suite: Suite = {
       parts.push(
         `Local PostgreSQL server (${URL.replace(/\/\/[^@]*@/, '//')}), each side on a pool of its own:\n\n${comparisonTable(rows)}\n\n` +
           'The store does more per call than the raw statements: addMessages checks threads and parents and computes depths (one lookup query) and sends a NOTIFY; ' +
-          'appendStateCommit reads the branch\'s tail segment under its row lock and writes it back with the commit packed in (two statements, and its NOTIFY), ' +
+          "appendStateCommit reads the branch's tail segment under its row lock and writes it back with the commit packed in (two statements, and its NOTIFY), " +
           'where the raw baseline needs BEGIN, INSERT, UPDATE, COMMIT and stores a row per commit.',
       );
     }
