@@ -177,9 +177,8 @@ ALTER TABLE ${s}.messages ADD COLUMN jump_depth integer NOT NULL DEFAULT 0;`,
     run: backfillMessageJumps,
   },
   {
-    // A chat message's few hundred bytes of JSON, which Postgres never compresses, take
-    // about half the room packed (`packJson`); data of less than `PACK_FROM` bytes stays
-    // jsonb, where reading it costs nothing more. Stored rows stay as they are.
+    // Message data goes packed into `packed` instead of `data` when `storedData` says so
+    // (rows.ts). Stored rows stay as they are.
     name: 'message data packed',
     sql: (s) => `ALTER TABLE ${s}.messages ADD COLUMN packed bytea;
 ALTER TABLE ${s}.messages ALTER COLUMN data DROP NOT NULL;`,

@@ -19,6 +19,19 @@ function rng(seed: number) {
 
 const WORDS = ['plan', 'search', 'cite', 'river', 'budget', 'the', 'draft', 'tool', 'result'];
 
+/** A chain of 20 messages in `threadId`, ids `${prefix}0` (the root) to `${prefix}19`. */
+async function addChain(store: Store, threadId: string, prefix: string): Promise<void> {
+  await store.addMessages(
+    Array.from({ length: 20 }, (_, i) => ({
+      id: `${prefix}${i}`,
+      threadId,
+      parentId: i === 0 ? null : `${prefix}${i - 1}`,
+      role: 'user',
+      data: i,
+    })),
+  );
+}
+
 /**
  * The same log on `store`: a thread of 20 messages, branch `main` with `commits` appends of
  * updates from a few bytes to ~2 KB (so segments close by size and by count), a snapshot now
@@ -27,15 +40,7 @@ const WORDS = ['plan', 'search', 'cite', 'river', 'budget', 'the', 'draft', 'too
 async function writeLog(store: Store, commits: number): Promise<{ main: string; side: string }> {
   const random = rng(7);
   const { thread, branch } = await store.createThreadWithBranch({ id: 'log-thread' });
-  await store.addMessages(
-    Array.from({ length: 20 }, (_, i) => ({
-      id: `m${i}`,
-      threadId: thread.id,
-      parentId: i === 0 ? null : `m${i - 1}`,
-      role: 'user',
-      data: i,
-    })),
-  );
+  await addChain(store, thread.id, 'm');
   const side = await store.createBranch({ threadId: thread.id, name: 'side', headMessageId: 'm3' });
   for (let v = 1; v <= commits; v++) {
     const words = Math.floor(random() ** 4 * 300);
@@ -121,15 +126,7 @@ function logOnSegments(
     const { store, segments } = await open();
     try {
       const { thread, branch } = await store.createThreadWithBranch({});
-      await store.addMessages(
-        Array.from({ length: 20 }, (_, i) => ({
-          id: `p${i}`,
-          threadId: thread.id,
-          parentId: i === 0 ? null : `p${i - 1}`,
-          role: 'user',
-          data: i,
-        })),
-      );
+      await addChain(store, thread.id, 'p');
       const random = rng(3);
       for (let v = 1; v <= 400; v++) {
         const odd = v % 2 === 1;
@@ -227,32 +224,46 @@ describeServer('the state log in segments, on the server', () => {
     }
   });
 
-  it('lets one of two stores appending the same version win; the other gets CONFLICT and writes nothing', async () => {
-    const { store: a, schema } = await open();
-    const b = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
-    try {
-      const { branch } = await a.createThreadWithBranch({});
-      for (let round = 0; round < 40; round++) {
-        const results = await Promise.allSettled([
-          a.appendStateCommit(
-            { branchId: branch.id, messageId: null, update: { by: 'a', round } },
-            round,
-          ),
-          b.appendStateCommit(
-            { branchId: branch.id, messageId: null, update: { by: 'b', round } },
-            round,
-          ),
-        ]);
-        expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
-        const lost = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
-        expect(lost.reason.code).toBe('CONFLICT');
+  // Small updates stay in one tail; ~1 KB of random text seals one every few appends, so
+  // the loser of a round may have read the tail it would seal before the winner sealed it.
+  it.each([
+    ['in one tail', 0],
+    ['across sealed segments', 150],
+  ])(
+    'lets one of two stores appending the same version win (%s); the other gets CONFLICT and writes nothing',
+    async (_, tokens) => {
+      const { store: a, schema } = await open();
+      const b = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
+      const random = rng(5);
+      const noise = () => Array.from({ length: tokens }, () => random().toString(36).slice(2, 8));
+      try {
+        const { branch } = await a.createThreadWithBranch({});
+        const winners: string[] = [];
+        for (let round = 0; round < 40; round++) {
+          const append = (store: Store, by: string) =>
+            store.appendStateCommit(
+              { branchId: branch.id, messageId: null, update: { by, round, noise: noise() } },
+              round,
+            );
+          const results = await Promise.allSettled([append(a, 'a'), append(b, 'b')]);
+          const won = results.filter((r) => r.status === 'fulfilled');
+          expect(won).toHaveLength(1);
+          winners.push(won[0]!.value.update.by as string);
+          const lost = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+          expect(lost.reason.code).toBe('CONFLICT');
+        }
+        const log = await b.getStateCommits(branch.id);
+        expect(log.map((c) => c.version)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+        expect(log.map((c) => c.update.round)).toEqual(Array.from({ length: 40 }, (_, i) => i));
+        expect(log.map((c) => c.update.by)).toEqual(winners);
+        // Sealed ones: all but the tail.
+        const sealed = (await segments(schema)(branch.id)) - 1;
+        if (tokens === 0) expect(sealed).toBe(0);
+        else expect(sealed).toBeGreaterThan(5);
+      } finally {
+        await a.close();
+        await b.close();
       }
-      const log = await b.getStateCommits(branch.id);
-      expect(log.map((c) => c.version)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
-      expect(log.map((c) => c.update.round)).toEqual(Array.from({ length: 40 }, (_, i) => i));
-    } finally {
-      await a.close();
-      await b.close();
-    }
-  });
+    },
+  );
 });

@@ -268,8 +268,9 @@ export interface DriverSession {
    * stored commit, or null, writing nothing, when a condition fails (including a
    * concurrent append of the same version).
    *
-   * Optional, for a driver whose write sessions run side by side (one statement where
-   * the database allows it). A driver whose write sessions exclude each other leaves it
+   * Optional, for a driver whose write sessions run side by side: the compare belongs in
+   * the write itself (a read under a lock may predate the append it waited for). A driver
+   * whose write sessions exclude each other leaves it
    * out and implements `insertStateCommit`: the front door reads, compares and inserts.
    */
   appendStateCommit?(
