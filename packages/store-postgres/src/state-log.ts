@@ -9,7 +9,7 @@ import { packText, unpackText } from './packed.js';
  * (5,000 commits, 2.5 MB of JSON) packs ~7x, into 0.33 MB.
  *
  * A branch's newest segment is its tail, a row of its own (`state_tail`): an append rewrites
- * it with the commit added while that keeps it within `SEGMENT_BYTES` packed bytes and
+ * it with the commit added while that keeps it within `segmentBytes` packed bytes and
  * `SEGMENT_COMMITS` commits; else the tail is sealed (moved, as it is, to `state_segments`,
  * which only ever grows by inserts) and the commit starts a new one. Within that size a
  * tail stays in its row, so the rewrite is an in-page (HOT) update whose old version the
@@ -17,11 +17,22 @@ import { packText, unpackText } from './packed.js';
  */
 
 /**
- * The most packed bytes of commits a segment holds: with the row's ~120 other bytes (header
- * included, ids of 36 characters) under the 2,032 at which Postgres moves a value out of its
- * row, and four sealed ones fill a page.
+ * The most packed bytes of commits a segment holds, so that four sealed ones fill a page. A
+ * segment of long ids holds less (`segmentBytes`).
  */
-export const SEGMENT_BYTES = 1900;
+const SEGMENT_BYTES = 1900;
+/**
+ * Postgres moves a value out of its row (TOAST) once the row passes 2,032 bytes; a segment's
+ * row holds up to 50 besides its packed commits and its two ids (tuple header, the other
+ * columns, length headers, alignment: `lp_len` measured on PostgreSQL 15).
+ */
+const ROW_IN_PLACE = 2032 - 50;
+
+/** The most packed bytes of commits a segment of this branch holds and stays in its row. */
+export function segmentBytes(c: { branchId: string; threadId: string }): number {
+  const ids = Buffer.byteLength(c.branchId) + Buffer.byteLength(c.threadId);
+  return Math.min(SEGMENT_BYTES, ROW_IN_PLACE - ids);
+}
 export const SEGMENT_COMMITS = 256;
 
 /** One commit in a segment; its version is the segment's first plus its position. */
@@ -54,7 +65,7 @@ export function appendTo(
 ): { tail: Segment; sealed: Segment | null } {
   if (tail && tail.lastVersion - tail.firstVersion + 1 < SEGMENT_COMMITS) {
     const grown = withCommit(tail, c);
-    if (grown.commits.byteLength <= SEGMENT_BYTES) return { tail: grown, sealed: null };
+    if (grown.commits.byteLength <= segmentBytes(c)) return { tail: grown, sealed: null };
   }
   return { tail: withCommit(null, c), sealed: tail };
 }
