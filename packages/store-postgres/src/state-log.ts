@@ -33,6 +33,8 @@ export function segmentBytes(c: { branchId: string; threadId: string }): number 
   const ids = Buffer.byteLength(c.branchId) + Buffer.byteLength(c.threadId);
   return Math.min(SEGMENT_BYTES, ROW_IN_PLACE - ids);
 }
+
+/** The most commits a segment holds, whatever their size. */
 export const SEGMENT_COMMITS = 256;
 
 /** One commit in a segment; its version is the segment's first plus its position. */
