@@ -1,22 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { StateCommit } from '@cairn/core';
 import { createMemoryStore, type Store } from '@cairn/store';
+import { Rng } from '@cairn/store/testing';
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
+import { ident } from '../src/migrations.js';
+import { type Queryable, sessionQueryable } from '../src/queryable.js';
 import { SEGMENT_COMMITS, segmentBytes } from '../src/state-log.js';
 import { describeServer, dropSchema, freshSchema, POSTGRES_URL, withClient } from './support.js';
-
-/** A deterministic generator (mulberry32). */
-function rng(seed: number) {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const WORDS = ['plan', 'search', 'cite', 'river', 'budget', 'the', 'draft', 'tool', 'result'];
 
@@ -43,19 +35,19 @@ async function writeLog(
   commits: number,
   threadId = 'log-thread',
 ): Promise<{ main: string; side: string }> {
-  const random = rng(7);
+  const random = new Rng(7);
   const { thread, branch } = await store.createThreadWithBranch({ id: threadId });
   await addChain(store, thread.id, 'm');
   const side = await store.createBranch({ threadId: thread.id, name: 'side', headMessageId: 'm3' });
   for (let v = 1; v <= commits; v++) {
-    const words = Math.floor(random() ** 4 * 300);
-    const text = Array.from({ length: words }, () => WORDS[Math.floor(random() * 9)]).join(' ');
+    const words = Math.floor(random.next() ** 4 * 300);
+    const text = Array.from({ length: words }, () => random.pick(WORDS)).join(' ');
     await store.appendStateCommit(
       {
         branchId: branch.id,
-        messageId: random() < 0.3 ? `m${Math.floor(random() * 20)}` : null,
+        messageId: random.next() < 0.3 ? `m${random.int(20)}` : null,
         update: { v, text, tags: [v % 7, null, { deep: v % 2 === 0 }] },
-        snapshot: random() < 0.05 ? { at: v, unicode: 'ü ✓ 🌊' } : null,
+        snapshot: random.next() < 0.05 ? { at: v, unicode: 'ü ✓ 🌊' } : null,
       },
       v - 1,
     );
@@ -78,13 +70,18 @@ const content = (c: StateCommit | null) =>
     snapshot: c.snapshot,
   };
 
+/** The branch's segments: the sealed ones and the tail. */
+async function segmentCount(q: Queryable, schema: string, branchId: string): Promise<number> {
+  const r = await q.query<{ n: number }>(
+    `SELECT count(*)::int + 1 AS n FROM ${ident(schema)}.state_segments WHERE branch_id = $1`,
+    [branchId],
+  );
+  return r.rows[0]!.n;
+}
+
 function logOnSegments(
   label: string,
-  open: () => Promise<{
-    store: Store;
-    schema: string;
-    segments: (branchId: string) => Promise<number>;
-  }>,
+  open: () => Promise<{ store: Store; segments: (branchId: string) => Promise<number> }>,
 ) {
   it(`${label}: every read across segments answers as the in-memory store does`, async () => {
     const COMMITS = 700;
@@ -101,18 +98,18 @@ function logOnSegments(
       expect((await store.getStateCommits(got.side)).map(content)).toEqual(
         (await reference.getStateCommits(ref.side)).map(content),
       );
-      const random = rng(11);
+      const random = new Rng(11);
       for (let i = 0; i < 60; i++) {
-        const fromVersion = Math.floor(random() * (COMMITS + 5));
-        const toVersion = fromVersion + Math.floor(random() * 80);
+        const fromVersion = random.int(COMMITS + 5);
+        const toVersion = fromVersion + random.int(80);
         const range = { fromVersion, toVersion };
         expect((await store.getStateCommits(got.main, range)).map(content)).toEqual(
           (await reference.getStateCommits(ref.main, range)).map(content),
         );
         const query = {
-          ...(random() < 0.5 ? { maxVersion: Math.floor(random() * (COMMITS + 5)) } : {}),
-          ...(random() < 0.5 ? { withSnapshot: true } : {}),
-          ...(random() < 0.5 ? { maxMessageDepth: Math.floor(random() * 22) - 1 } : {}),
+          ...(random.next() < 0.5 ? { maxVersion: random.int(COMMITS + 5) } : {}),
+          ...(random.next() < 0.5 ? { withSnapshot: true } : {}),
+          ...(random.next() < 0.5 ? { maxMessageDepth: random.int(22) - 1 } : {}),
         };
         expect(
           content(await store.getLatestStateCommit(got.main, query)),
@@ -132,10 +129,10 @@ function logOnSegments(
     try {
       const { thread, branch } = await store.createThreadWithBranch({});
       await addChain(store, thread.id, 'p');
-      const random = rng(3);
+      const random = new Rng(3);
       for (let v = 1; v <= 400; v++) {
         const odd = v % 2 === 1;
-        const words = Array.from({ length: 60 }, () => WORDS[Math.floor(random() * 9)]);
+        const words = Array.from({ length: 60 }, () => random.pick(WORDS));
         await store.appendStateCommit(
           {
             branchId: branch.id,
@@ -168,18 +165,11 @@ function logOnSegments(
 describe('the state log in segments, on PGlite', () => {
   const db = new PGlite();
   afterAll(() => db.close());
+  const q = sessionQueryable(db);
   logOnSegments('PGlite', async () => {
     const schema = freshSchema();
     const store = await createPostgresStore({ client: db }, { schema });
-    // Sealed segments and the tail.
-    const segments = async (branchId: string) =>
-      (
-        await db.query<{ n: number }>(
-          `SELECT count(*)::int + 1 AS n FROM "${schema}".state_segments WHERE branch_id = $1`,
-          [branchId],
-        )
-      ).rows[0]!.n;
-    return { store, schema, segments };
+    return { store, segments: (branchId: string) => segmentCount(q, schema, branchId) };
   });
 });
 
@@ -194,18 +184,11 @@ describeServer('the state log in segments, on the server', () => {
     const store = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
     return { store, schema };
   };
-  // Sealed segments and the tail.
-  const segments = (schema: string) => async (branchId: string) =>
-    withClient(async (c) => {
-      const r = await c.query(
-        `SELECT count(*)::int + 1 AS n FROM "${schema}".state_segments WHERE branch_id = $1`,
-        [branchId],
-      );
-      return r.rows[0].n as number;
-    });
+  const segments = (schema: string, branchId: string) =>
+    withClient((c) => segmentCount(sessionQueryable(c), schema, branchId));
   logOnSegments('server', async () => {
-    const o = await open();
-    return { ...o, segments: segments(o.schema) };
+    const { store, schema } = await open();
+    return { store, segments: (branchId: string) => segments(schema, branchId) };
   });
 
   it.each([
@@ -243,8 +226,9 @@ describeServer('the state log in segments, on the server', () => {
     async (_, tokens) => {
       const { store: a, schema } = await open();
       const b = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema });
-      const random = rng(5);
-      const noise = () => Array.from({ length: tokens }, () => random().toString(36).slice(2, 8));
+      const random = new Rng(5);
+      const noise = () =>
+        Array.from({ length: tokens }, () => random.next().toString(36).slice(2, 8));
       try {
         const { branch } = await a.createThreadWithBranch({});
         const winners: string[] = [];
@@ -266,7 +250,7 @@ describeServer('the state log in segments, on the server', () => {
         expect(log.map((c) => c.update.round)).toEqual(Array.from({ length: 40 }, (_, i) => i));
         expect(log.map((c) => c.update.by)).toEqual(winners);
         // Sealed ones: all but the tail.
-        const sealed = (await segments(schema)(branch.id)) - 1;
+        const sealed = (await segments(schema, branch.id)) - 1;
         if (tokens === 0) expect(sealed).toBe(0);
         else expect(sealed).toBeGreaterThan(5);
       } finally {
