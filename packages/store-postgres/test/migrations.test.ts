@@ -2,7 +2,6 @@ import { isCairnError, type JsonValue, type StateCommit } from '@cairn/core';
 import type { Store } from '@cairn/store';
 import { backfillJumps } from '@cairn/store/adapter';
 import { PGlite } from '@electric-sql/pglite';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, SCHEMA_VERSION } from '../src/index.js';
 import { ident } from '../src/migrations.js';
@@ -188,15 +187,11 @@ describeServer('migrations on the server', () => {
 
   it('reads the messages stored before packing as they were, and packs new ones by size', async () => {
     const s = schema();
-    const client = new pg.Client({ connectionString: POSTGRES_URL });
-    await client.connect();
-    try {
-      await expectPackedOnOpen(sessionQueryable(client), s, () =>
+    await withClient((client) =>
+      expectPackedOnOpen(sessionQueryable(client), s, () =>
         createPostgresStore({ connectionString: POSTGRES_URL }, { schema: s }),
-      );
-    } finally {
-      await client.end();
-    }
+      ),
+    );
   }, 60_000);
 
   it('quotes every identifier: a schema name with quotes and spaces works', async () => {
@@ -327,7 +322,7 @@ describe('migrations on PGlite', () => {
       b1[499],
     );
     const segments = await db.query<{ n: number }>(
-      `SELECT (SELECT count(*)::int FROM "${s}".state_segments WHERE branch_id = 'b1') AS n`,
+      `SELECT count(*)::int AS n FROM "${s}".state_segments WHERE branch_id = 'b1'`,
     );
     // Two full ones sealed; the rest is the tail.
     expect(segments.rows[0]!.n).toBe(2);
