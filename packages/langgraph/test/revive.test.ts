@@ -74,9 +74,11 @@ function messages() {
   ];
 }
 
-const config = (checkpoint_id?: string): RunnableConfig => ({
-  configurable: { thread_id: 't', checkpoint_ns: '', ...(checkpoint_id ? { checkpoint_id } : {}) },
-});
+const config: RunnableConfig = { configurable: { thread_id: 't', checkpoint_ns: '' } };
+
+/** The `messages` channel of the thread's latest checkpoint, read through `saver`. */
+const read = async (saver: BaseCheckpointSaver) =>
+  (await saver.getTuple(config))!.checkpoint.channel_values.messages as unknown[];
 
 /** Stores the messages as one checkpoint's `messages` channel, then reads it back. */
 async function roundTrip(saver: BaseCheckpointSaver, list = messages()) {
@@ -86,8 +88,8 @@ async function roundTrip(saver: BaseCheckpointSaver, list = messages()) {
     channel_values: { messages: list },
     channel_versions: { messages: 1 },
   };
-  await saver.put(config(), checkpoint, { source: 'loop', step: 0, parents: {} }, { messages: 1 });
-  return (await saver.getTuple(config()))!.checkpoint.channel_values.messages as unknown[];
+  await saver.put(config, checkpoint, { source: 'loop', step: 0, parents: {} }, { messages: 1 });
+  return read(saver);
 }
 
 describe('reviving messages', () => {
@@ -98,8 +100,6 @@ describe('reviving messages', () => {
       try {
         const saver = new CairnSaver(db.store);
         const other = new CairnSaver(await db.reopen());
-        const read = async (s: CairnSaver) =>
-          (await s.getTuple(config()))!.checkpoint.channel_values.messages as unknown[];
         const live = await roundTrip(saver);
         const fresh = await read(other);
         // Read again, only the message the serde must revive (`l`) goes through it, once per saver.
@@ -141,7 +141,7 @@ describe('reviving messages', () => {
       mutate(await roundTrip(saver, list()));
       for (const s of [saver, new CairnSaver(await db.reopen())]) {
         for (let i = 0; i < 3; i++) {
-          const got = (await s.getTuple(config()))!.checkpoint.channel_values.messages;
+          const got = await read(s);
           expect(got).toStrictEqual(list());
           mutate(got);
         }
@@ -166,11 +166,7 @@ describe('reviving messages', () => {
       const list = [new HumanMessage({ id: 'h', content: 'hi' }), new AIMessage('hello')];
       const saver = new CairnSaver(db.store, { serde: new Tagging() });
       const fresh = () => new CairnSaver(saver.store, { serde: new Tagging() });
-      for (const got of [
-        await roundTrip(saver, list),
-        (await saver.getTuple(config()))!.checkpoint.channel_values.messages,
-        (await fresh().getTuple(config()))!.checkpoint.channel_values.messages,
-      ]) {
+      for (const got of [await roundTrip(saver, list), await read(saver), await read(fresh())]) {
         expect((got as HumanMessage[]).map((m) => m.name)).toEqual(['tagged', 'tagged']);
       }
     } finally {
