@@ -532,15 +532,17 @@ export function describeBranches(options: StoreConformanceOptions): void {
           { id: fresh, threadId, parentId: null, role: 'user', data: 'a' },
           { id: taken!.id, threadId, parentId: fresh, role: 'assistant', data: 'b' },
         ];
-        const e = await store()
-          .addMessagesOnBranch(branch.id, null, roots(thread.id))
-          .catch((x: unknown) => x);
-        expect(isCairnError(e, 'CONFLICT') && e.details.id).toBe(taken!.id);
+        const e = await expectCode(
+          () => store().addMessagesOnBranch(branch.id, null, roots(thread.id)),
+          'CONFLICT',
+        );
+        expect(e.details.id).toBe(taken!.id);
         const missing = newId();
-        const f = await store()
-          .addMessagesOnBranch(branch.id, null, [roots(missing)[0]!])
-          .catch((x: unknown) => x);
-        expect(isCairnError(f, 'NOT_FOUND') && f.details.threadId).toBe(missing);
+        const f = await expectCode(
+          () => store().addMessagesOnBranch(branch.id, null, [roots(missing)[0]!]),
+          'NOT_FOUND',
+        );
+        expect(f.details.threadId).toBe(missing);
         const saved = await store().transaction(async (tx) => {
           await expectCode(
             () => tx.addMessagesOnBranch(branch.id, null, roots(thread.id)),
