@@ -4,6 +4,7 @@
  * (default 1000).
  */
 import os from 'node:os';
+import { gzipSync } from 'node:zlib';
 import type { BaseMessage } from '@langchain/core/messages';
 import { AIMessage, HumanMessage } from '@langchain/core/messages';
 import {
@@ -267,18 +268,28 @@ export function table(subjects: Subject[], results: Measured[]): string {
   return rows.join('\n');
 }
 
-export const description = [
-  `One \`StateGraph(MessagesAnnotation)\` chat agent with one node (a deterministic fake model), ${TURNS} turns`,
-  'of a ~300-byte question and a ~300-byte reply, the savers interleaved turn by turn in one process.',
-  'The text is seeded prose, different in every message: sentences of the 3,000 most common English',
-  "words drawn by Zipf's law (gzip shrinks all 2,000 messages 2.6x, as ordinary English text).",
-  "Bytes: the SQLite file after a WAL checkpoint, or every table of the saver's Postgres schema",
-  `(\`pg_total_relation_size\`). getState: the median of ${GET_STATE_ROUNDS} at the last turn on the saver that wrote`,
-  `the thread, and of ${FRESH_ROUNDS} through a new saver instance each, the savers taking turns round by round.`,
-  `getStateHistory reads the whole thread as it is after turn ${HISTORY_AT},`,
-  "one saver after the other; its CPU time is this process's (the SQLite savers run in it; a Postgres",
-  "server's own work is not in it).",
-].join('\n');
+/** How much gzip shrinks the text of all the run's messages, one after the other. */
+function gzipRatio(): number {
+  const all = threadMessages(TURNS)
+    .map((m) => String(m.content))
+    .join('\n');
+  return Buffer.byteLength(all) / gzipSync(all).length;
+}
+
+/** What the race does, with the compressibility of its text as measured in this run. */
+export const description = (): string =>
+  [
+    `One \`StateGraph(MessagesAnnotation)\` chat agent with one node (a deterministic fake model), ${TURNS} turns`,
+    'of a ~300-byte question and a ~300-byte reply, the savers interleaved turn by turn in one process.',
+    'The text is seeded prose, different in every message: sentences of the 3,000 most common English',
+    `words drawn by Zipf's law (gzip shrinks all ${(2 * TURNS).toLocaleString('en-US')} messages ${gzipRatio().toFixed(1)}x, as ordinary English text).`,
+    "Bytes: the SQLite file after a WAL checkpoint, or every table of the saver's Postgres schema",
+    `(\`pg_total_relation_size\`). getState: the median of ${GET_STATE_ROUNDS} at the last turn on the saver that wrote`,
+    `the thread, and of ${FRESH_ROUNDS} through a new saver instance each, the savers taking turns round by round.`,
+    `getStateHistory reads the whole thread as it is after turn ${HISTORY_AT},`,
+    "one saver after the other; its CPU time is this process's (the SQLite savers run in it; a Postgres",
+    "server's own work is not in it).",
+  ].join('\n');
 
 /**
  * The issue's targets, each checked against this run's figures: Cairn (the last subject) against

@@ -117,7 +117,7 @@ const suite: Suite = {
       }
       return {
         markdown: [
-          description,
+          description(),
           '',
           table(subjects, results),
           '',

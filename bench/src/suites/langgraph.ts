@@ -61,7 +61,7 @@ const suite: Suite = {
       const results = await race(subjects, log);
       for (const s of subjects) await s.close();
       const markdown = [
-        description,
+        description(),
         '',
         table(subjects, results),
         '',
