@@ -41,13 +41,19 @@ export const text = (i: number, who: 'user' | 'assistant') => {
   );
 };
 
+/** Turn `i`'s question. */
+const question = (i: number, say = text) =>
+  new HumanMessage({ id: `h-${i}`, content: say(i, 'user') });
+/** The chat model's reply to a thread of `n` messages. */
+const answer = (n: number, say = text) =>
+  new AIMessage({ id: `ai-${n}`, content: say(n, 'assistant') });
+
 /** The thread's message list after `turns` turns, as the chat graph builds it. */
 export function threadMessages(turns: number, say = text): BaseMessage[] {
   const messages: BaseMessage[] = [];
   for (let i = 1; i <= turns; i++) {
-    messages.push(new HumanMessage({ id: `h-${i}`, content: say(i, 'user') }));
-    const n = messages.length;
-    messages.push(new AIMessage({ id: `ai-${n}`, content: say(n, 'assistant') }));
+    messages.push(question(i, say));
+    messages.push(answer(messages.length, say));
   }
   return messages;
 }
@@ -63,11 +69,7 @@ const cpuMs = (since: NodeJS.CpuUsage) => {
 };
 
 function chatGraph(checkpointer: BaseCheckpointSaver, delta = false) {
-  const reply = (messages: BaseMessage[]) => ({
-    messages: [
-      new AIMessage({ id: `ai-${messages.length}`, content: text(messages.length, 'assistant') }),
-    ],
-  });
+  const reply = (messages: BaseMessage[]) => ({ messages: [answer(messages.length)] });
   if (delta) {
     return new StateGraph(new StateSchema({ messages: MessagesDeltaValue }))
       .addNode('agent', async (s: { messages: BaseMessage[] }) => reply(s.messages))
@@ -191,7 +193,7 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
   log(`load average at the start: ${out[0]!.load[0]}`);
   for (let i = 1; i <= TURNS; i++) {
     for (let k = 0; k < subjects.length; k++) {
-      const input = { messages: [new HumanMessage({ id: `h-${i}`, content: text(i, 'user') })] };
+      const input = { messages: [question(i)] };
       const t0 = performance.now();
       await graphs[k]!.invoke(input, config);
       out[k]!.perInvoke.push(performance.now() - t0);
