@@ -34,7 +34,7 @@ const HISTORY_AT = Math.min(TURNS, Number(process.env.CAIRN_BENCH_LANGGRAPH_HIST
  * message (see `prose`): a repeated phrase would let Postgres's TOAST compression shrink the
  * stock saver's whole-list blobs ~40x, which real chat text does not allow.
  */
-export const text = (i: number, who: 'user' | 'assistant') => {
+const text = (i: number, who: 'user' | 'assistant') => {
   const head = `${who} ${i}: `;
   return (
     head + prose(Math.imul(i, 0x9e3779b1) ^ (who === 'user' ? 0x5eed : 0xa11ce), 300 - head.length)
