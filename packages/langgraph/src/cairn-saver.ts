@@ -28,7 +28,7 @@ import {
   TASKS,
   WRITES_IDX_MAP,
 } from '@langchain/langgraph-checkpoint';
-import { compactMessage, expandMessage } from './message-data.js';
+import { compactMessage, expandMessage, isJsonObject } from './message-data.js';
 import { MessageReviver } from './revive.js';
 import {
   type CachedNode,
@@ -90,7 +90,7 @@ const MESSAGE_ROLES: Record<string, string> = {
 
 /** The role and type a serialized list element gets as a Cairn message. */
 function roleOf(value: JsonValue): { role: string; type: string | null } {
-  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+  if (isJsonObject(value)) {
     const id = value.id;
     if (value.lc === 1 && value.type === 'constructor' && Array.isArray(id)) {
       const name = String(id[id.length - 1]);

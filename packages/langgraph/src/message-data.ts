@@ -33,7 +33,8 @@ function defaultsOf(type: string | null): JsonObject | undefined {
   return type !== null && Object.hasOwn(DEFAULTS, type) ? DEFAULTS[type] : undefined;
 }
 
-function isObject(value: JsonValue | undefined): value is JsonObject {
+/** A JSON object (not an array, not null). */
+export function isJsonObject(value: JsonValue | undefined): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
@@ -45,9 +46,9 @@ function isObject(value: JsonValue | undefined): value is JsonObject {
  */
 export function compactMessage(type: string | null, full: JsonValue): JsonValue {
   const defaults = defaultsOf(type);
-  if (!defaults || !isObject(full) || Object.keys(full).length !== 4) return full;
+  if (!defaults || !isJsonObject(full) || Object.keys(full).length !== 4) return full;
   const { lc, type: kind, id, kwargs } = full;
-  if (lc !== 1 || kind !== 'constructor' || !isObject(kwargs) || Object.hasOwn(kwargs, 'lc')) {
+  if (lc !== 1 || kind !== 'constructor' || !isJsonObject(kwargs) || Object.hasOwn(kwargs, 'lc')) {
     return full;
   }
   if (!jsonEqual(id, ['langchain_core', 'messages', type])) return full;
@@ -66,7 +67,7 @@ export function compactMessage(type: string | null, full: JsonValue): JsonValue 
  */
 export function expandMessage(type: string | null, data: JsonValue): JsonValue {
   const defaults = defaultsOf(type);
-  if (!defaults || !isObject(data) || Object.hasOwn(data, 'lc')) return data;
+  if (!defaults || !isJsonObject(data) || Object.hasOwn(data, 'lc')) return data;
   const kwargs: JsonObject = { ...data };
   for (const [key, value] of Object.entries(defaults)) {
     if (!Object.hasOwn(kwargs, key)) kwargs[key] = structuredClone(value);

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { JsonObject, JsonValue } from '@cairn/core';
 import { JsonPlusSerializer, type SerializerProtocol } from '@langchain/langgraph-checkpoint';
+import { isJsonObject } from './message-data.js';
 import type { CachedNode } from './thread-log.js';
 
 /** A LangChain class `load` instantiates: `new builder(fields)`. */
@@ -41,8 +42,13 @@ function invertedAliases(builder: Builder): Record<string, string> {
 }
 
 /** `{lc: 2, type: 'undefined'}`: how the default serde writes `undefined`. */
-function isUndefinedRecord(value: JsonObject): boolean {
-  return value.lc === 2 && value.type === 'undefined' && Object.keys(value).length === 2;
+function isUndefinedRecord(value: JsonValue): boolean {
+  return (
+    isJsonObject(value) &&
+    value.lc === 2 &&
+    value.type === 'undefined' &&
+    Object.keys(value).length === 2
+  );
 }
 
 /**
@@ -78,16 +84,12 @@ function scan(value: JsonValue, depth: number): 0 | 1 | null {
 function copy(value: JsonValue): JsonValue {
   if (typeof value !== 'object' || value === null) return value;
   if (Array.isArray(value)) {
-    return value.map((v) =>
-      typeof v === 'object' && v !== null && !Array.isArray(v) && isUndefinedRecord(v)
-        ? null
-        : copy(v),
-    );
+    return value.map((v) => (isUndefinedRecord(v) ? null : copy(v)));
   }
   const out: JsonObject = {};
   for (const key in value) {
     const v = value[key]!;
-    if (typeof v === 'object' && v !== null && !Array.isArray(v) && isUndefinedRecord(v)) continue;
+    if (isUndefinedRecord(v)) continue;
     out[key] = copy(v);
   }
   return out;
@@ -100,11 +102,11 @@ function copy(value: JsonValue): JsonValue {
  * `scan` accepts).
  */
 function signature(value: JsonValue): string | null {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
+  if (!isJsonObject(value)) return null;
   const { lc, type, id, kwargs } = value;
   if (lc !== 1 || type !== 'constructor' || Object.keys(value).length !== 4) return null;
   if (!Array.isArray(id) || !id.every((s) => typeof s === 'string')) return null;
-  if (typeof kwargs !== 'object' || kwargs === null || Array.isArray(kwargs)) return null;
+  if (!isJsonObject(kwargs)) return null;
   const undefineds = scan(kwargs, 1);
   if (undefineds === null || (undefineds === 1 && isUndefinedRecord(kwargs))) return null;
   return `${undefineds}${id.join('\u0000')}\u0001${Object.keys(kwargs).join('\u0000')}`;

@@ -185,8 +185,8 @@ ALTER TABLE ${s}.messages ALTER COLUMN data DROP NOT NULL;`,
   },
   {
     // A branch's state log in packed segments of consecutive commits (state-log.ts): the
-    // sealed ones, and each branch's newest (its tail), the one appends rewrite. Both have
-    // the same columns, in the same order.
+    // sealed ones, and each branch's newest (its tail), the one appends rewrite: inserts
+    // leave half of a tail's page free for those rewrites to stay in it.
     name: 'state log in packed segments',
     sql: (s) => `CREATE TABLE ${s}.state_segments (
   branch_id text NOT NULL REFERENCES ${s}.branches (id) ON DELETE CASCADE,

@@ -6,13 +6,12 @@ import { brotliCompressSync, brotliDecompressSync, constants } from 'node:zlib';
  * common words and markup shrinks even a few hundred bytes of chat text, which Postgres's
  * own compression (pglz or lz4, only for values of 2 KB or more) leaves as they are.
  * Quality 9, on the bench's chat text: a ~500-byte message stores 15% more than at quality
- * 11 in a twentieth of the time (0.04 ms against 0.9); a segment of the LangGraph chat's log
- * (~14 KB of JSON) is as small as at quality 5 to 8. Those times need the window fitted to
- * the text (the smallest that holds all of it): the output is as small, but the default
- * 4 MB window makes quality 9 set up tables costing 0.7 ms on the message and 3.4 ms on the
- * segment (0.23 ms fitted).
- * Output buffers are sized to the value too (`chunkSize`, else 16 KB per call): unpacking a
- * message takes 6.8 µs instead of 8.4.
+ * 11, which takes far longer; a segment of the LangGraph chat's log (~14 KB of JSON) is as
+ * small as at quality 5 to 8. The window is fitted to the text (the smallest that holds all
+ * of it): the output is as small, without the default 4 MB window's tables to set up, which
+ * on values this small cost more than the compression. Output buffers are sized to the value
+ * too (`chunkSize`, else 16 KB per call). How long packing and unpacking take where it
+ * matters is measured in bench/ (the langgraph-postgres and postgres suites).
  */
 export function packText(value: string): Buffer {
   const text = Buffer.from(value);

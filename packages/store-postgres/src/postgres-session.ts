@@ -522,9 +522,9 @@ export class PostgresSession implements DriverSession {
       (q.maxMessageDepth === undefined || (c.messageDepth ?? -1) <= q.maxMessageDepth);
     // Newest first, a few segments at a time: those whose summary allows a match.
     const PAGE = 4;
+    const where = `WHERE branch_id = $1 AND first_version < $2::bigint AND (NOT $3 OR has_snapshot)
+      AND ($4::bigint IS NULL OR min_depth <= $4::bigint)`;
     for (let below = (q.maxVersion ?? Number.MAX_SAFE_INTEGER) + 1; ; ) {
-      const where = `WHERE branch_id = $1 AND first_version < $2::bigint AND (NOT $3 OR has_snapshot)
-        AND ($4::bigint IS NULL OR min_depth <= $4::bigint)`;
       // The sealed ones by their own ORDER BY and LIMIT: a backward scan of their key, not a
       // read of all a branch's segments, whatever Postgres estimates of the union.
       const rows = await this.#rows(

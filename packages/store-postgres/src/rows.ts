@@ -24,7 +24,7 @@ const table = <T>(name: string, spec: string) => new SqlTable<T>(name, spec, { j
  * Message data of at least this many characters of JSON is packed when that saves a fifth:
  * a chat message of a few hundred bytes, which Postgres never compresses, packs to about
  * three fifths (the bench's LangChain-serialized chat messages: ~500 bytes to ~300).
- * Smaller data stays jsonb, which costs nothing to read (unpacking ~7 µs a message).
+ * Smaller data stays jsonb, read without unpacking.
  */
 export const PACK_FROM = 256;
 

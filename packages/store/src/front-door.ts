@@ -481,9 +481,9 @@ class FrontDoor implements Store {
     // `insertMessagesMovingHead`), so the batch is first planned without the lookup; if
     // that statement fails or moves nothing, it rolls back and the call is made again
     // with the lookup, whose checks give the contract's error in the contract's order.
-    const write = (presume?: CairnError) =>
+    const write = (refused?: CairnError) =>
       this.#write((s, touch) =>
-        this.#onBranch(s, touch, drafts, branchId, expectedHeadId, presume),
+        this.#onBranch(s, touch, drafts, branchId, expectedHeadId, refused),
       );
     if (!isRootBatch(drafts)) return write();
     const refused = new CairnError('CONFLICT', 'a batch planned without its lookup was refused');
@@ -503,12 +503,12 @@ class FrontDoor implements Store {
     refused?: CairnError,
   ): Promise<{ messages: Message[]; branch: Branch }> {
     const head = drafts.at(-1)!.id;
-    const presume = refused !== undefined && s.insertMessagesMovingHead !== undefined;
-    const { messages: saved, jumps } = presume
+    const withoutLookup = refused !== undefined && s.insertMessagesMovingHead !== undefined;
+    const { messages: saved, jumps } = withoutLookup
       ? planMessageBatch(drafts, { threadIds: new Set([drafts[0]!.threadId]), messages: new Map() })
       : await planBatch(s, drafts);
     let moved: Branch | null;
-    if (presume) {
+    if (withoutLookup) {
       moved = await Promise.resolve(
         s.insertMessagesMovingHead!(saved, jumps, branchId, expectedHeadId),
       ).catch((e: unknown) => {
