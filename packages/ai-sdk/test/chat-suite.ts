@@ -295,6 +295,66 @@ export function describeChatStore(s: TestStoreKind): void {
       expect((await chats.listBranches(chatId)).map((b) => b.name)).toEqual(['main']);
     });
 
+    it('a "__proto__" key in a tool part is data: saved, read back exactly, and later saves work', async () => {
+      const chatId = await chats.createChat();
+      const q = user('Look up cairns');
+      // An app that parses a tool's input from model text, and a tool that returns parsed
+      // JSON it fetched: either can hold a "__proto__" key (prompt injection can put one there).
+      const input = JSON.parse('{"__proto__": {"isAdmin": true}, "query": "cairns"}');
+      const output = JSON.parse('{"title": "Cairn", "__proto__": ["x"]}');
+      const call = {
+        id: 'a-tool',
+        role: 'assistant',
+        parts: [
+          { type: 'tool-lookup', toolCallId: 'c1', state: 'output-available', input, output },
+        ],
+      } as UIMessage;
+      expect(await chats.saveChat({ chatId, messages: [q, call] })).toEqual({
+        branch: 'main',
+        forked: false,
+        saved: 2,
+      });
+      const loaded = await chats.loadChat(chatId);
+      expect(loaded).toEqual([q, call]);
+      const part = loaded[1]!.parts[0] as { input: object; output: object };
+      expect(Object.keys(part.input).sort()).toEqual(['__proto__', 'query']);
+      expect(Object.getPrototypeOf(part.input)).toBe(Object.prototype);
+      expect(Object.keys(part.output).sort()).toEqual(['__proto__', 'title']);
+      // Every later turn resends the list (as JSON): it extends the chat, and a regenerate forks.
+      const t2 = await chatTurn(chats, chatId, [...wire(loaded), user('Thanks')], 'Welcome.');
+      expect(t2.saved).toEqual({ branch: 'main', forked: false, saved: 2 });
+      const regen = await chatTurn(chats, chatId, wire(t2.messages).slice(0, -1), 'Any time.');
+      expect(regen.saved).toEqual({ branch: 'main-v2', forked: true, saved: 1 });
+      expect(await chats.loadChat(chatId)).toEqual(wire(regen.messages));
+      expect(({} as { isAdmin?: unknown }).isAdmin).toBeUndefined();
+      expect(Object.getPrototypeOf(input)).toBe(Object.prototype);
+    });
+
+    it('a message the store would refuse is named by its position in the list', async () => {
+      const chatId = await chats.createChat();
+      const q = user('Stored first');
+      await chats.saveChat({ chatId, messages: [q] });
+      // The first message is stored, so only the second is written: the error still names
+      // its place in the client's list, not in the batch written.
+      const key = {
+        id: 'a',
+        role: 'assistant',
+        parts: [{ type: 'data-x', data: { 'cut \ud83d': 1 } }],
+      };
+      expect(await error(chats.saveChat({ chatId, messages: [q, key] as UIMessage[] }))).toEqual({
+        code: 'INVALID_ARGUMENT',
+        message:
+          'messages[1].parts[0].data.cut \ud83d: the key holds a lone surrogate (U+D83D) at position 4; stored text cannot',
+      });
+      let deep: unknown = 'leaf';
+      for (let i = 0; i < 10_000; i++) deep = { deep };
+      const nested = { id: 'a', role: 'assistant', parts: [{ type: 'data-x', data: deep }] };
+      expect(
+        (await error(chats.saveChat({ chatId, messages: [q, nested] as UIMessage[] }))).message,
+      ).toMatch(/^messages\[1\]\.parts\[0\]\.data(\.deep)+: it nests deeper than \d+ levels/);
+      expect(await chats.loadChat(chatId)).toEqual(wire([q]));
+    });
+
     it('an unknown chat is NOT_FOUND on load unless created; a save creates it', async () => {
       expect(await code(chats.loadChat('no-such-chat'))).toBe('NOT_FOUND');
       expect(await code(chats.open('no-such-chat'))).toBe('NOT_FOUND');

@@ -17,6 +17,7 @@ export {
   type JsonProblem,
   type JsonValue,
   MAX_JSON_DEPTH,
+  setOwn,
   textProblem,
   toJson,
 } from './json.js';

@@ -234,5 +234,33 @@ export function describeSession(s: TestStoreKind): void {
       await session.addItems([{ role: 'user', content: 'x', providerData: undefined }]);
       expect((await session.getItems(1))[0]).toStrictEqual({ role: 'user', content: 'x' });
     });
+
+    it('a "__proto__" key in an item is data: stored, read back exactly, and later writes work', async () => {
+      const session = new CairnSession({ store });
+      const item = JSON.parse('{"role": "user", "content": "x", "__proto__": {"isAdmin": true}}');
+      const call = JSON.parse(
+        '{"type": "function_call", "callId": "c1", "name": "lookup", "arguments": "{}", "providerData": {"__proto__": []}}',
+      );
+      await session.addItems([item, call]);
+      const [read, readCall] = await session.getItems();
+      expect([read, readCall]).toEqual([item, call]);
+      expect(Object.keys(read!).sort()).toEqual(['__proto__', 'content', 'role']);
+      expect(Object.getPrototypeOf(read)).toBe(Object.prototype);
+      await session.addItems([{ role: 'user', content: 'next' }]);
+      expect(await session.popItem()).toEqual({ role: 'user', content: 'next' });
+      expect(await session.getItems()).toEqual([item, call]);
+      expect(({} as { isAdmin?: unknown }).isAdmin).toBeUndefined();
+      // Another item the store would refuse is named by its place in addItems' list.
+      expect(
+        await code(
+          session.addItems([
+            { role: 'user', content: 'fine' },
+            JSON.parse('{"role": "user", "\\ud83d": 1}'),
+          ]),
+        ),
+      ).toBe(
+        'INVALID_ARGUMENT: items[1].\ud83d: the key holds a lone surrogate (U+D83D) at position 0; stored text cannot',
+      );
+    });
   });
 }
