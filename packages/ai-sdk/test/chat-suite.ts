@@ -119,6 +119,33 @@ export function describeChatStore(s: TestStoreKind): void {
       expect(await again.switchBranch(chatId, 'main-v2')).toEqual(wire(regen.messages));
     });
 
+    it('120 regenerations of one answer all save; branch names stay short and unique', async () => {
+      const chatId = await chats.createChat();
+      const q = user('Name a stone');
+      const answer = (i: number): UIMessage => ({
+        id: `a${i}`,
+        role: 'assistant',
+        parts: [{ type: 'text', text: `stone ${i}` }],
+      });
+      await chats.saveChat({ chatId, messages: [q, answer(0)] });
+      const branches: string[] = [];
+      for (let i = 1; i <= 120; i++) {
+        const saved = await chats.saveChat({ chatId, messages: [q, answer(i)] });
+        expect(saved).toMatchObject({ forked: true, saved: 1 });
+        branches.push(saved.branch);
+      }
+      expect(branches).toEqual(Array.from({ length: 120 }, (_, i) => `main-v${i + 2}`));
+      expect(await chats.loadChat(chatId)).toEqual(wire([q, answer(120)]));
+      const { index, versions } = await chats.versions(chatId, 'a120');
+      expect([index, versions.length]).toEqual([120, 121]);
+      // An edit after all that still forks.
+      const edited = { ...q, parts: [{ type: 'text' as const, text: 'Name a rock' }] };
+      expect(await chats.saveChat({ chatId, messages: [edited] })).toMatchObject({
+        branch: 'main-v122',
+        forked: true,
+      });
+    });
+
     it('an edit of the first question (same id, new text) forks at the root', async () => {
       const chatId = await chats.createChat();
       const q = user('How tall is a cairn?');

@@ -176,6 +176,29 @@ export function describeSession(s: TestStoreKind): void {
       await thread.close();
     });
 
+    it('120 clearSession/addItems and popItem cycles all succeed; branch names stay short and unique', async () => {
+      const session = new CairnSession({ store });
+      const made: string[] = [];
+      const active = async () => {
+        const thread = await session.openThread();
+        made.push(thread.branchName);
+        await thread.close();
+      };
+      for (let i = 0; i < 120; i++) {
+        await session.addItems([{ role: 'user', content: `clear ${i}` }]);
+        await session.clearSession();
+        await active();
+        // Popping the only item starts an empty branch too.
+        await session.addItems([{ role: 'user', content: `pop ${i}` }]);
+        expect(await session.popItem()).toEqual({ role: 'user', content: `pop ${i}` });
+        await active();
+      }
+      expect(made).toEqual(Array.from({ length: 240 }, (_, i) => `main-v${i + 2}`));
+      expect(await session.getItems()).toEqual([]);
+      await session.addItems([{ role: 'user', content: 'still works' }]);
+      expect(await session.getItems()).toEqual([{ role: 'user', content: 'still works' }]);
+    });
+
     it('concurrent addItems from two session objects lose nothing and keep each batch together', async () => {
       const a = new CairnSession({ store });
       const b = new CairnSession({ store, sessionId: await a.getSessionId() });
