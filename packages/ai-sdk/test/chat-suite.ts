@@ -382,6 +382,60 @@ export function describeChatStore(s: TestStoreKind): void {
       expect(await chats.loadChat(chatId)).toEqual(wire([q]));
     });
 
+    it("another owner's chat is NOT_FOUND on every call, as a missing one, and nothing is written", async () => {
+      const chatId = await chats.createChat({ resourceId: 'alice' });
+      const q1 = user('Alice asks');
+      await chats.saveChat({ chatId, messages: [q1], resourceId: 'alice' });
+      const missing = `chat-${Math.random().toString(36).slice(2)}`;
+      const asMissing = await error(chats.loadChat(missing, { resourceId: 'bob' }));
+      expect(asMissing).toEqual({ code: 'NOT_FOUND', message: `chat "${missing}" not found` });
+      const bob = { resourceId: 'bob' };
+      const refused = [
+        // Appends to Alice's chat, then re-points it (a list that diverges): the probe's two writes.
+        () => chats.saveChat({ chatId, messages: [q1, user('written by bob')], ...bob }),
+        () => chats.saveChat({ chatId, messages: [user('FORGED by bob')], ...bob }),
+        () => chats.saveChat({ chatId, messages: [], ...bob }),
+        // null acts for no owner: it matches only a chat without one.
+        () => chats.saveChat({ chatId, messages: [q1, user('anonymous')], resourceId: null }),
+        () => chats.loadChat(chatId, bob),
+        () => chats.listBranches(chatId, bob),
+        () => chats.switchBranch(chatId, 'main', bob),
+        () => chats.versions(chatId, q1.id, bob),
+        () => chats.open(chatId, bob),
+      ];
+      for (const call of refused) {
+        expect(await error(call())).toEqual({
+          ...asMissing,
+          message: `chat "${chatId}" not found`,
+        });
+      }
+      expect(await chats.deleteChat(chatId, bob)).toBe(false);
+      expect(await chats.deleteChat(missing, bob)).toBe(false);
+      expect(await chats.loadChat(chatId, { resourceId: 'alice' })).toEqual(wire([q1]));
+      expect(await chats.listBranches(chatId, { resourceId: 'alice' })).toEqual([
+        expect.objectContaining({ name: 'main', isActive: true }),
+      ]);
+      expect(await storedCount(chatId)).toBe(1);
+      // The owner, and code that names no owner, still can.
+      expect(
+        await chats.saveChat({ chatId, messages: [q1, user('Alice again')], resourceId: 'alice' }),
+      ).toMatchObject({ saved: 1 });
+      expect(await chats.loadChat(chatId)).toHaveLength(2);
+      // A save that creates a chat makes its resourceId the owner.
+      const created = `chat-${Math.random().toString(36).slice(2)}`;
+      await chatTurn(chats, created, [user('mine')], 'yours');
+      expect((await chats.getChat(created))?.resourceId).toBeNull();
+      expect(await code(chats.loadChat(created, { resourceId: null }))).toBe('no error');
+      expect(await code(chats.loadChat(created, bob))).toBe('NOT_FOUND');
+      const carols = `chat-${Math.random().toString(36).slice(2)}`;
+      await chats.saveChat({ chatId: carols, messages: [user('hi')], resourceId: 'carol' });
+      expect((await chats.getChat(carols))?.resourceId).toBe('carol');
+      expect(await code(chats.saveChat({ chatId: carols, messages: [], ...bob }))).toBe(
+        'NOT_FOUND',
+      );
+      expect(await chats.deleteChat(chatId, { resourceId: 'alice' })).toBe(true);
+    });
+
     it('an unknown chat is NOT_FOUND on load unless created; a save creates it', async () => {
       expect(await code(chats.loadChat('no-such-chat'))).toBe('NOT_FOUND');
       expect(await code(chats.open('no-such-chat'))).toBe('NOT_FOUND');

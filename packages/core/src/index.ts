@@ -23,6 +23,7 @@ export {
 } from './json.js';
 export { AsyncLock } from './lock.js';
 export * from './model.js';
+export { checkOwner } from './owner.js';
 export type {
   ComposeMessage,
   Provider,

@@ -199,6 +199,33 @@ export function describeSession(s: TestStoreKind): void {
       expect(await session.getItems()).toEqual([{ role: 'user', content: 'still works' }]);
     });
 
+    it('a session acting for another owner is NOT_FOUND on every call; nothing is read or written', async () => {
+      const sessionId = `support-${Math.random().toString(36).slice(2)}`;
+      const alice = new CairnSession({ store, sessionId, resourceId: 'alice' });
+      await alice.addItems([{ role: 'user', content: 'alice asks' }]);
+      const notFound = `NOT_FOUND: session "${sessionId}" not found`;
+      // Bob (or a caller acting for no owner) who knows the id: no read, no append, no re-point.
+      for (const resourceId of ['bob', null]) {
+        const other = new CairnSession({ store, sessionId, resourceId });
+        expect(await code(other.getItems())).toBe(notFound);
+        expect(await code(other.addItems([{ role: 'user', content: 'forged' }]))).toBe(notFound);
+        expect(await code(other.popItem())).toBe(notFound);
+        expect(await code(other.clearSession())).toBe(notFound);
+        expect(await code(other.openThread())).toBe(notFound);
+      }
+      expect(await alice.getItems()).toEqual([{ role: 'user', content: 'alice asks' }]);
+      const thread = await alice.openThread();
+      expect((await thread.branches()).map((b) => b.name)).toEqual(['main']);
+      expect(await store.getCheckpoint(sessionId, POPPED_CHECKPOINT)).toBeNull();
+      await thread.close();
+      // Without a resourceId nothing is checked (code that checked already).
+      expect(await new CairnSession({ store, sessionId }).getItems()).toHaveLength(1);
+      // The first write creates the thread with the session's resourceId as its owner.
+      const carol = new CairnSession({ store, resourceId: 'carol' });
+      await carol.addItems([{ role: 'user', content: 'hi' }]);
+      expect((await store.getThread(await carol.getSessionId()))?.resourceId).toBe('carol');
+    });
+
     it('concurrent addItems from two session objects lose nothing and keep each batch together', async () => {
       const a = new CairnSession({ store });
       const b = new CairnSession({ store, sessionId: await a.getSessionId() });
