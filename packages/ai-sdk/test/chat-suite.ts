@@ -144,7 +144,7 @@ export function describeChatStore(s: TestStoreKind): void {
         branch: 'main-v122',
         forked: true,
       });
-    });
+    }, 180_000);
 
     it('an edit of the first question (same id, new text) forks at the root', async () => {
       const chatId = await chats.createChat();

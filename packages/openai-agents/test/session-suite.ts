@@ -197,7 +197,7 @@ export function describeSession(s: TestStoreKind): void {
       expect(await session.getItems()).toEqual([]);
       await session.addItems([{ role: 'user', content: 'still works' }]);
       expect(await session.getItems()).toEqual([{ role: 'user', content: 'still works' }]);
-    });
+    }, 180_000);
 
     it('a session acting for another owner is NOT_FOUND on every call; nothing is read or written', async () => {
       const sessionId = `support-${Math.random().toString(36).slice(2)}`;
