@@ -190,9 +190,10 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
    * diverges (a regenerated answer, an edited question: same id, other content, or
    * messages removed), a new branch is forked at the last message in common, made active,
    * and the rest is saved there; the old branch is untouched. Creates the chat when it does
-   * not exist. With `resourceId`, a chat of another owner is `NOT_FOUND`. A message the AI SDK
-   * would reject is `INVALID_ARGUMENT` naming its position, before anything is written. When another request saved to the chat meanwhile, the list
-   * is compared again with what it saved, so neither save loses messages.
+   * not exist. With `resourceId`, a chat of another owner is `NOT_FOUND`. A message the AI
+   * SDK would reject is `INVALID_ARGUMENT` naming its position, before anything is written.
+   * When another request saved to the chat meanwhile, the list is compared again with what
+   * it saved, so neither save loses messages.
    *
    * The list extends the branch when the message at the head's position in the list is the
    * head (same id and content); then the list is read once, start to end, and only the

@@ -543,9 +543,9 @@ export class CairnThread<S extends StateSchema<any>> {
 
   /**
    * Makes a new branch whose head is `messageId`, named by `forkBranchName` (`main` ->
-   * `main-v2`, and a rewind on `main-v2` -> `main-v3`, ...), switches to it and drops pending messages. Its state
-   * starts as the state as of that message. `rewind(null)` starts an empty branch with
-   * the initial state; the old branches keep their messages.
+   * `main-v2`, and a rewind on `main-v2` -> `main-v3`, ...), switches to it and drops
+   * pending messages. Its state starts as the state as of that message. `rewind(null)`
+   * starts an empty branch with the initial state; the old branches keep their messages.
    */
   rewind(messageId: string | null): Promise<Branch> {
     return this.#serial(async () => {
