@@ -1,5 +1,6 @@
 import {
   type Branch,
+  checkOwner,
   defineState,
   invalidArgument,
   type JsonObject,
@@ -45,12 +46,29 @@ export interface CreateChatOptions {
   metadata?: JsonObject;
 }
 
-export interface SaveChatOptions<M extends UIMessage = UIMessage> {
+/**
+ * Whom a call acts for. With `resourceId` (the signed-in user or tenant, never a value the
+ * client sends), a chat of another owner is `NOT_FOUND`, as if it did not exist (`null`
+ * matches only chats without an owner). Omitted: any chat (for code that checked already).
+ */
+export interface ChatAccess {
+  resourceId?: string | null;
+}
+
+export interface SaveChatOptions<M extends UIMessage = UIMessage> extends ChatAccess {
   chatId: string;
   /** The whole list: what the client sent plus the reply (`onFinish`'s `messages`). */
   messages: M[];
-  /** Used when the chat does not exist yet and is created by this save. */
+  /**
+   * The chat's owner: a chat created by this save gets it; an existing chat must be this
+   * resource's, else `NOT_FOUND` before anything is written (see `ChatAccess`).
+   */
   resourceId?: string | null;
+}
+
+export interface LoadChatOptions extends ChatAccess {
+  /** Only the last `limit` messages. */
+  limit?: number;
 }
 
 export interface SaveChatResult {
@@ -87,14 +105,14 @@ export interface MessageVersions<M extends UIMessage = UIMessage> {
  * ```ts
  * const chats = createChatStore({ store: createSqliteStore({ path: 'chats.db' }) });
  * const chatId = await chats.createChat({ resourceId: 'user-1' });
- * // in the route handler:
+ * // in the route handler, for the signed-in user:
  * const result = streamText({ model, messages: await convertToModelMessages(messages) });
  * return result.toUIMessageStreamResponse({
  *   originalMessages: messages,
- *   onFinish: ({ messages }) => chats.saveChat({ chatId, messages }),
+ *   onFinish: ({ messages }) => chats.saveChat({ chatId, messages, resourceId: userId }),
  * });
  * // on page load:
- * const initialMessages = await chats.loadChat(chatId);
+ * const initialMessages = await chats.loadChat(chatId, { resourceId: userId });
  * ```
  */
 export function createChatStore<S extends StateSchema<any> = typeof NoState>(
@@ -139,20 +157,25 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     return this.#store.listThreads(options);
   }
 
-  /** Deletes the chat with every branch. False when there was no such chat. */
-  deleteChat(chatId: string): Promise<boolean> {
+  /** Deletes the chat with every branch. False when there was no such chat (for `access`). */
+  async deleteChat(chatId: string, access: ChatAccess = {}): Promise<boolean> {
+    if (access.resourceId !== undefined) {
+      const t = await this.#store.getThread(checkChatId(chatId));
+      if (t === null || t.resourceId !== access.resourceId) return false;
+    }
     return this.#store.deleteThread(chatId);
   }
 
   /**
    * The active branch as `UIMessage[]` (with `limit`, its last `limit` messages), exactly
-   * as saved. `NOT_FOUND` when the chat does not exist.
+   * as saved. `NOT_FOUND` when the chat does not exist (or is another owner's, see
+   * `ChatAccess`).
    */
   async loadChat<M extends UIMessage = UIMessage>(
     chatId: string,
-    options: { limit?: number } = {},
+    options: LoadChatOptions = {},
   ): Promise<M[]> {
-    const head = await this.#activeHead(chatId);
+    const head = await this.#activeHead(chatId, options.resourceId);
     if (head === null) return [];
     const chain = await this.#store.getChain(
       head,
@@ -167,9 +190,10 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
    * diverges (a regenerated answer, an edited question: same id, other content, or
    * messages removed), a new branch is forked at the last message in common, made active,
    * and the rest is saved there; the old branch is untouched. Creates the chat when it does
-   * not exist. A message the AI SDK would reject is `INVALID_ARGUMENT` naming its position,
-   * before anything is written. When another request saved to the chat meanwhile, the list
-   * is compared again with what it saved, so neither save loses messages.
+   * not exist. With `resourceId`, a chat of another owner is `NOT_FOUND`. A message the AI
+   * SDK would reject is `INVALID_ARGUMENT` naming its position, before anything is written.
+   * When another request saved to the chat meanwhile, the list is compared again with what
+   * it saved, so neither save loses messages.
    *
    * The list extends the branch when the message at the head's position in the list is the
    * head (same id and content); then the list is read once, start to end, and only the
@@ -183,7 +207,11 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     const chatId = checkChatId(options.chatId);
     const { messages } = options;
     if (!Array.isArray(messages)) throw invalidArgument('messages must be an array of UIMessages');
-    const resourceId = options.resourceId ?? null;
+    const { resourceId } = options;
+    // The owner never changes, so one check covers every attempt; a chat created meanwhile
+    // by another request is checked when it is opened (#withThread).
+    if (resourceId !== undefined)
+      checkOwner(await this.#store.getThread(chatId), resourceId, 'chat');
     return retryOnConflict(() => this.#save(chatId, messages, resourceId), {
       attempts: this.#attempts,
     });
@@ -192,7 +220,7 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
   async #save(
     chatId: string,
     messages: UIMessage[],
-    resourceId: string | null,
+    resourceId: string | null | undefined,
   ): Promise<SaveChatResult> {
     const n = messages.length;
     const active = await this.#store.getActiveBranch(chatId);
@@ -335,14 +363,18 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     );
   }
 
-  /** Runs `fn` on the chat's thread (created, with `main`, when it does not exist). */
+  /**
+   * Runs `fn` on the chat's thread (created, with `main` and `resourceId`, when it does not
+   * exist): `NOT_FOUND` when it turns out to be another owner's.
+   */
   async #withThread<T>(
     chatId: string,
-    resourceId: string | null,
+    resourceId: string | null | undefined,
     fn: (thread: CairnThread<S>) => Promise<T>,
   ): Promise<T> {
-    const thread = await this.#openThread(chatId, resourceId);
+    const thread = await this.#openThread(chatId, resourceId ?? null);
     try {
+      checkOwner(thread, resourceId, 'chat');
       return await fn(thread);
     } finally {
       await thread.close();
@@ -350,8 +382,8 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
   }
 
   /** The chat's branches, in creation order. `NOT_FOUND` when the chat does not exist. */
-  async listBranches(chatId: string): Promise<ChatBranch[]> {
-    await this.#requireChat(chatId);
+  async listBranches(chatId: string, access: ChatAccess = {}): Promise<ChatBranch[]> {
+    await this.#requireChat(chatId, access.resourceId);
     const branches = await this.#store.listBranches(chatId);
     const names = new Map(branches.map((b) => [b.id, b.name]));
     return branches.map((b) => ({
@@ -363,8 +395,12 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
   }
 
   /** Makes the named branch the active one and returns its messages. `NOT_FOUND` for an unknown name. */
-  async switchBranch<M extends UIMessage = UIMessage>(chatId: string, name: string): Promise<M[]> {
-    const thread = await this.open(chatId);
+  async switchBranch<M extends UIMessage = UIMessage>(
+    chatId: string,
+    name: string,
+    access: ChatAccess = {},
+  ): Promise<M[]> {
+    const thread = await this.open(chatId, access);
     try {
       await thread.switchBranch(name);
     } finally {
@@ -382,8 +418,9 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
   async versions<M extends UIMessage = UIMessage>(
     chatId: string,
     messageId: string,
+    access: ChatAccess = {},
   ): Promise<MessageVersions<M>> {
-    const headId = await this.#activeHead(chatId);
+    const headId = await this.#activeHead(chatId, access.resourceId);
     const chain = headId === null ? [] : await this.#store.getChain(headId);
     const mine = chain.find((m) => (m.data as { id?: unknown }).id === messageId);
     if (!mine) throw notFound('message on the active branch of chat', messageId, { chatId });
@@ -412,8 +449,8 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
    * `thread.update({ title })`) and everything else the engine does. Close it when done.
    * `NOT_FOUND` when the chat does not exist.
    */
-  async open(chatId: string): Promise<CairnThread<S>> {
-    await this.#requireChat(chatId);
+  async open(chatId: string, access: ChatAccess = {}): Promise<CairnThread<S>> {
+    await this.#requireChat(chatId, access.resourceId);
     return this.#openThread(chatId, null);
   }
 
@@ -426,17 +463,22 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     });
   }
 
-  async #requireChat(chatId: string): Promise<Thread> {
+  async #requireChat(chatId: string, resourceId?: string | null): Promise<Thread> {
     const t = await this.#store.getThread(checkChatId(chatId));
     if (!t) throw notFound('chat', chatId);
+    checkOwner(t, resourceId, 'chat');
     return t;
   }
 
-  /** The active branch's head (one read when the chat has a branch). `NOT_FOUND` for no chat. */
-  async #activeHead(chatId: string): Promise<string | null> {
+  /**
+   * The active branch's head (one read when the chat has a branch and no owner is to be
+   * checked). `NOT_FOUND` for no chat, or another owner's.
+   */
+  async #activeHead(chatId: string, resourceId?: string | null): Promise<string | null> {
+    if (resourceId !== undefined) await this.#requireChat(chatId, resourceId);
     const b = await this.#store.getActiveBranch(checkChatId(chatId));
     if (b) return b.headMessageId;
-    await this.#requireChat(chatId);
+    if (resourceId === undefined) await this.#requireChat(chatId);
     return null;
   }
 }

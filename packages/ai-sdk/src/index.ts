@@ -1,9 +1,11 @@
 export {
+  type ChatAccess,
   type ChatBranch,
   ChatStore,
   type ChatStoreOptions,
   type CreateChatOptions,
   createChatStore,
+  type LoadChatOptions,
   type MessageVersions,
   type SaveChatOptions,
   type SaveChatResult,

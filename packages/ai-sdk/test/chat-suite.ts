@@ -119,6 +119,33 @@ export function describeChatStore(s: TestStoreKind): void {
       expect(await again.switchBranch(chatId, 'main-v2')).toEqual(wire(regen.messages));
     });
 
+    it('120 regenerations of one answer all save; branch names stay short and unique', async () => {
+      const chatId = await chats.createChat();
+      const q = user('Name a stone');
+      const answer = (i: number): UIMessage => ({
+        id: `a${i}`,
+        role: 'assistant',
+        parts: [{ type: 'text', text: `stone ${i}` }],
+      });
+      await chats.saveChat({ chatId, messages: [q, answer(0)] });
+      const branches: string[] = [];
+      for (let i = 1; i <= 120; i++) {
+        const saved = await chats.saveChat({ chatId, messages: [q, answer(i)] });
+        expect(saved).toMatchObject({ forked: true, saved: 1 });
+        branches.push(saved.branch);
+      }
+      expect(branches).toEqual(Array.from({ length: 120 }, (_, i) => `main-v${i + 2}`));
+      expect(await chats.loadChat(chatId)).toEqual(wire([q, answer(120)]));
+      const { index, versions } = await chats.versions(chatId, 'a120');
+      expect([index, versions.length]).toEqual([120, 121]);
+      // An edit after all that still forks.
+      const edited = { ...q, parts: [{ type: 'text' as const, text: 'Name a rock' }] };
+      expect(await chats.saveChat({ chatId, messages: [edited] })).toMatchObject({
+        branch: 'main-v122',
+        forked: true,
+      });
+    }, 180_000);
+
     it('an edit of the first question (same id, new text) forks at the root', async () => {
       const chatId = await chats.createChat();
       const q = user('How tall is a cairn?');
@@ -293,6 +320,120 @@ export function describeChatStore(s: TestStoreKind): void {
       );
       expect(await chats.loadChat(chatId)).toEqual(wire(base));
       expect((await chats.listBranches(chatId)).map((b) => b.name)).toEqual(['main']);
+    });
+
+    it('a "__proto__" key in a tool part is data: saved, read back exactly, and later saves work', async () => {
+      const chatId = await chats.createChat();
+      const q = user('Look up cairns');
+      // An app that parses a tool's input from model text, and a tool that returns parsed
+      // JSON it fetched: either can hold a "__proto__" key (prompt injection can put one there).
+      const input = JSON.parse('{"__proto__": {"isAdmin": true}, "query": "cairns"}');
+      const output = JSON.parse('{"title": "Cairn", "__proto__": ["x"]}');
+      const call = {
+        id: 'a-tool',
+        role: 'assistant',
+        parts: [
+          { type: 'tool-lookup', toolCallId: 'c1', state: 'output-available', input, output },
+        ],
+      } as UIMessage;
+      expect(await chats.saveChat({ chatId, messages: [q, call] })).toEqual({
+        branch: 'main',
+        forked: false,
+        saved: 2,
+      });
+      const loaded = await chats.loadChat(chatId);
+      expect(loaded).toEqual([q, call]);
+      const part = loaded[1]!.parts[0] as { input: object; output: object };
+      expect(Object.keys(part.input).sort()).toEqual(['__proto__', 'query']);
+      expect(Object.getPrototypeOf(part.input)).toBe(Object.prototype);
+      expect(Object.keys(part.output).sort()).toEqual(['__proto__', 'title']);
+      // Every later turn resends the list (as JSON): it extends the chat, and a regenerate forks.
+      const t2 = await chatTurn(chats, chatId, [...wire(loaded), user('Thanks')], 'Welcome.');
+      expect(t2.saved).toEqual({ branch: 'main', forked: false, saved: 2 });
+      const regen = await chatTurn(chats, chatId, wire(t2.messages).slice(0, -1), 'Any time.');
+      expect(regen.saved).toEqual({ branch: 'main-v2', forked: true, saved: 1 });
+      expect(await chats.loadChat(chatId)).toEqual(wire(regen.messages));
+      expect(({} as { isAdmin?: unknown }).isAdmin).toBeUndefined();
+      expect(Object.getPrototypeOf(input)).toBe(Object.prototype);
+    });
+
+    it('a message the store would refuse is named by its position in the list', async () => {
+      const chatId = await chats.createChat();
+      const q = user('Stored first');
+      await chats.saveChat({ chatId, messages: [q] });
+      // The first message is stored, so only the second is written: the error still names
+      // its place in the client's list, not in the batch written.
+      const key = {
+        id: 'a',
+        role: 'assistant',
+        parts: [{ type: 'data-x', data: { 'cut \ud83d': 1 } }],
+      };
+      expect(await error(chats.saveChat({ chatId, messages: [q, key] as UIMessage[] }))).toEqual({
+        code: 'INVALID_ARGUMENT',
+        message:
+          'messages[1].parts[0].data.cut \ud83d: the key holds a lone surrogate (U+D83D) at position 4; stored text cannot',
+      });
+      let deep: unknown = 'leaf';
+      for (let i = 0; i < 10_000; i++) deep = { deep };
+      const nested = { id: 'a', role: 'assistant', parts: [{ type: 'data-x', data: deep }] };
+      expect(
+        (await error(chats.saveChat({ chatId, messages: [q, nested] as UIMessage[] }))).message,
+      ).toMatch(/^messages\[1\]\.parts\[0\]\.data(\.deep)+: it nests deeper than \d+ levels/);
+      expect(await chats.loadChat(chatId)).toEqual(wire([q]));
+    });
+
+    it("another owner's chat is NOT_FOUND on every call, as a missing one, and nothing is written", async () => {
+      const chatId = await chats.createChat({ resourceId: 'alice' });
+      const q1 = user('Alice asks');
+      await chats.saveChat({ chatId, messages: [q1], resourceId: 'alice' });
+      const missing = `chat-${Math.random().toString(36).slice(2)}`;
+      const asMissing = await error(chats.loadChat(missing, { resourceId: 'bob' }));
+      expect(asMissing).toEqual({ code: 'NOT_FOUND', message: `chat "${missing}" not found` });
+      const bob = { resourceId: 'bob' };
+      const refused = [
+        // Appends to Alice's chat, then re-points it (a list that diverges): the probe's two writes.
+        () => chats.saveChat({ chatId, messages: [q1, user('written by bob')], ...bob }),
+        () => chats.saveChat({ chatId, messages: [user('FORGED by bob')], ...bob }),
+        () => chats.saveChat({ chatId, messages: [], ...bob }),
+        // null acts for no owner: it matches only a chat without one.
+        () => chats.saveChat({ chatId, messages: [q1, user('anonymous')], resourceId: null }),
+        () => chats.loadChat(chatId, bob),
+        () => chats.listBranches(chatId, bob),
+        () => chats.switchBranch(chatId, 'main', bob),
+        () => chats.versions(chatId, q1.id, bob),
+        () => chats.open(chatId, bob),
+      ];
+      for (const call of refused) {
+        expect(await error(call())).toEqual({
+          ...asMissing,
+          message: `chat "${chatId}" not found`,
+        });
+      }
+      expect(await chats.deleteChat(chatId, bob)).toBe(false);
+      expect(await chats.deleteChat(missing, bob)).toBe(false);
+      expect(await chats.loadChat(chatId, { resourceId: 'alice' })).toEqual(wire([q1]));
+      expect(await chats.listBranches(chatId, { resourceId: 'alice' })).toEqual([
+        expect.objectContaining({ name: 'main', isActive: true }),
+      ]);
+      expect(await storedCount(chatId)).toBe(1);
+      // The owner, and code that names no owner, still can.
+      expect(
+        await chats.saveChat({ chatId, messages: [q1, user('Alice again')], resourceId: 'alice' }),
+      ).toMatchObject({ saved: 1 });
+      expect(await chats.loadChat(chatId)).toHaveLength(2);
+      // A save that creates a chat makes its resourceId the owner.
+      const created = `chat-${Math.random().toString(36).slice(2)}`;
+      await chatTurn(chats, created, [user('mine')], 'yours');
+      expect((await chats.getChat(created))?.resourceId).toBeNull();
+      expect(await code(chats.loadChat(created, { resourceId: null }))).toBe('no error');
+      expect(await code(chats.loadChat(created, bob))).toBe('NOT_FOUND');
+      const carols = `chat-${Math.random().toString(36).slice(2)}`;
+      await chats.saveChat({ chatId: carols, messages: [user('hi')], resourceId: 'carol' });
+      expect((await chats.getChat(carols))?.resourceId).toBe('carol');
+      expect(await code(chats.saveChat({ chatId: carols, messages: [], ...bob }))).toBe(
+        'NOT_FOUND',
+      );
+      expect(await chats.deleteChat(chatId, { resourceId: 'alice' })).toBe(true);
     });
 
     it('an unknown chat is NOT_FOUND on load unless created; a save creates it', async () => {

@@ -5,10 +5,11 @@ import {
   type ProviderContext,
   type ProviderKeyContext,
   type ProviderResult,
+  setOwn,
 } from '@cairn/core';
 import { LRUCache } from 'lru-cache';
 import { checkBudget, checkProvider } from './check-provider.js';
-import { freezeCopy, isPlainObject, setOwn } from './freeze-copy.js';
+import { freezeCopy, isPlainObject } from './freeze-copy.js';
 
 /** A provider that failed without failing the composition. */
 export type ProviderDiagnostic =

@@ -1,3 +1,5 @@
+import { setOwn } from '@cairn/core';
+
 /**
  * True for objects made by `{}` literals, `Object.create(null)` or JSON.parse: the
  * ones this package copies. Class instances, Maps, Dates and errors are left alone.
@@ -6,20 +8,6 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
   const proto = Object.getPrototypeOf(value) as unknown;
   return proto === Object.prototype || proto === null;
-}
-
-/** Sets `key` as an own data property, so a `__proto__` key stays data instead of changing the prototype. */
-export function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
-  if (key === '__proto__') {
-    Object.defineProperty(target, key, {
-      value,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  } else {
-    target[key] = value;
-  }
 }
 
 /**

@@ -17,11 +17,13 @@ export {
   type JsonProblem,
   type JsonValue,
   MAX_JSON_DEPTH,
+  setOwn,
   textProblem,
   toJson,
 } from './json.js';
 export { AsyncLock } from './lock.js';
 export * from './model.js';
+export { checkOwner } from './owner.js';
 export type {
   ComposeMessage,
   Provider,

@@ -66,6 +66,7 @@ export function findNonJson(value: unknown, path = '$'): JsonProblem | null {
 }
 
 const OBJECT = '';
+const tooDeep = `it nests deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`;
 
 /** null: fine; '' (OBJECT): an object or array to walk; else the reason it is not JSON. */
 function leafProblem(v: unknown): string | { reason: string; position: number } | null {
@@ -90,6 +91,14 @@ function leafProblem(v: unknown): string | { reason: string; position: number } 
   return v === null ? null : OBJECT;
 }
 
+/** Why an object (not an array) is not plain JSON: its prototype is not Object's or null. */
+function notPlain(node: object): string | null {
+  const proto = Object.getPrototypeOf(node);
+  if (proto === Object.prototype || proto === null) return null;
+  const name = (node as { constructor?: { name?: string } }).constructor?.name ?? 'object';
+  return `an instance of ${name} is not plain JSON`;
+}
+
 interface Frame {
   node: object;
   /** The object's keys; null for an array. */
@@ -109,15 +118,11 @@ function visitJson(root: object, label: string): JsonProblem | null {
   };
   const enter = (node: object): string | null => {
     if (seen.has(node)) return 'a cycle is not JSON';
-    if (stack.length >= MAX_JSON_DEPTH)
-      return `it nests deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`;
+    if (stack.length >= MAX_JSON_DEPTH) return tooDeep;
     let keys: string[] | null = null;
     if (!Array.isArray(node)) {
-      const proto = Object.getPrototypeOf(node);
-      if (proto !== Object.prototype && proto !== null) {
-        const name = (node as { constructor?: { name?: string } }).constructor?.name ?? 'object';
-        return `an instance of ${name} is not plain JSON`;
-      }
+      const why = notPlain(node);
+      if (why !== null) return why;
       keys = Object.keys(node);
     }
     seen.add(node);
@@ -178,10 +183,38 @@ export function assertJson(
 }
 
 /**
+ * Sets `key` on `target` as an own, enumerable data property, as `JSON.parse` and
+ * `structuredClone` do. A plain `target[key] = value` with the key `"__proto__"` replaces
+ * the prototype instead (and the key is lost): every copy or merge of JSON whose keys come
+ * from data goes through this.
+ *
+ * @example
+ * ```ts
+ * const copy: Record<string, unknown> = {};
+ * setOwn(copy, '__proto__', { isAdmin: true });
+ * Object.keys(copy); // ['__proto__']; Object.getPrototypeOf(copy) === Object.prototype
+ * ```
+ */
+export function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') {
+    Object.defineProperty(target, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else {
+    target[key] = value;
+  }
+}
+
+/**
  * A copy of `value` as the JSON a client would receive: object keys whose value is
  * `undefined` are left out, as `JSON.stringify` does (SDK objects built in process carry
- * some); anything else that is not plain JSON (a Date, a function, NaN, a class instance,
- * a cycle, `undefined` in an array) is `INVALID_ARGUMENT` naming its path.
+ * some); anything else a store would refuse (see `findNonJson`: a Date, a function, NaN, a
+ * class instance, a cycle, `undefined` in an array, a bad text or key, nesting deeper than
+ * `MAX_JSON_DEPTH`) is `INVALID_ARGUMENT` naming its path under `label`. Every key is
+ * copied as an own property (a `"__proto__"` key too, see `setOwn`).
  *
  * @example
  * ```ts
@@ -190,31 +223,41 @@ export function assertJson(
  * ```
  */
 export function toJson(value: unknown, label: string): JsonValue {
-  return copyJson(value, label, new Set());
+  return copyJson(value, label, new Set(), 0);
 }
 
-function copyJson(v: unknown, path: string, seen: Set<object>): JsonValue {
-  if (typeof v !== 'object' || v === null) {
-    const bad = findNonJson(v, path);
-    if (bad) throw invalidArgument(`${bad.path}: ${bad.reason}`, { path: bad.path });
-    return v as JsonValue;
-  }
-  if (seen.has(v)) throw invalidArgument(`${path}: a cycle is not JSON`, { path });
-  seen.add(v);
+/** `depth`: the objects and arrays around `v`; the recursion stops at `MAX_JSON_DEPTH`. */
+function copyJson(v: unknown, path: string, seen: Set<object>, depth: number): JsonValue {
+  const leaf = leafProblem(v);
+  if (leaf === null) return v as JsonValue;
+  if (typeof leaf === 'object') throw notJson(path, leaf.reason, leaf.position);
+  if (leaf !== OBJECT) throw notJson(path, leaf);
+  const node = v as object;
+  if (seen.has(node)) throw notJson(path, 'a cycle is not JSON');
+  if (depth >= MAX_JSON_DEPTH) throw notJson(path, tooDeep);
   let out: JsonValue;
-  if (Array.isArray(v)) {
-    out = v.map((x, k) => copyJson(x, `${path}[${k}]`, seen));
+  seen.add(node);
+  if (Array.isArray(node)) {
+    out = node.map((x, k) => copyJson(x, `${path}[${k}]`, seen, depth + 1));
   } else {
-    const proto = Object.getPrototypeOf(v);
-    if (proto !== Object.prototype && proto !== null) {
-      const name = (v as { constructor?: { name?: string } }).constructor?.name ?? 'object';
-      throw invalidArgument(`${path}: an instance of ${name} is not plain JSON`, { path });
-    }
+    const why = notPlain(node);
+    if (why !== null) throw notJson(path, why);
     const o: JsonObject = {};
-    for (const [k, x] of Object.entries(v))
-      if (x !== undefined) o[k] = copyJson(x, `${path}.${k}`, seen);
+    for (const [k, x] of Object.entries(node)) {
+      if (x === undefined) continue;
+      const p = textProblem(k);
+      if (p) throw notJson(`${path}.${k}`, textReason(p, 'the key'), p.position);
+      setOwn(o, k, copyJson(x, `${path}.${k}`, seen, depth + 1));
+    }
     out = o;
   }
-  seen.delete(v);
+  seen.delete(node);
   return out;
+}
+
+function notJson(path: string, reason: string, position?: number): CairnError {
+  return invalidArgument(
+    `${path}: ${reason}`,
+    position === undefined ? { path } : { path, position },
+  );
 }

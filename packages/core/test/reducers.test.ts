@@ -76,6 +76,14 @@ describe('mergeRecord', () => {
   it('missing existing takes the update', () =>
     expect(mergeRecord(undefined, { a: 1 })).toEqual({ a: 1 }));
   it('missing both gives {}', () => expect(mergeRecord(undefined, undefined)).toEqual({}));
+  it('keeps a "__proto__" key as data (spread copies own properties)', () => {
+    const update = JSON.parse('{"__proto__": {"isAdmin": true}}') as Record<string, unknown>;
+    for (const merged of [mergeRecord({ a: 1 }, update), mergeRecord(undefined, update)]) {
+      expect(Object.keys(merged)).toContain('__proto__');
+      expect(Object.getPrototypeOf(merged)).toBe(Object.prototype);
+      expect((merged as { isAdmin?: unknown }).isAdmin).toBeUndefined();
+    }
+  });
   it('missing update keeps existing (same identity)', () => {
     const e = { a: 1 };
     expect(mergeRecord(e, undefined)).toBe(e);

@@ -137,6 +137,17 @@ describe('forks and checkpoints', () => {
     });
   });
 
+  it('a fork of a fork is named from the root name, as the engine names it (main-v3, not main-v2-v2)', async () => {
+    const v2 = (await store.getBranch(seeded.threadId, 'main-v2'))!;
+    const [own] = await store.addMessages([
+      { threadId: seeded.threadId, parentId: v2.headMessageId, role: 'user', data: 'on main-v2' },
+    ]);
+    await store.moveHead(v2.id, v2.headMessageId, own!.id);
+    const fork = await post(`/api/threads/${seeded.threadId}/branches`, { messageId: own!.id });
+    expect(fork.body.branch).toMatchObject({ name: 'main-v3' });
+    expect((await store.getBranch(seeded.threadId, 'main-v3'))?.parentBranchId).toBe(v2.id);
+  });
+
   it('refuses unknown threads and messages, a message of another thread, bad bodies: nothing written', async () => {
     const other = await seedThread(store, 2);
     const branches = (await store.listBranches(seeded.threadId)).length;

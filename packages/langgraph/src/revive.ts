@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { JsonObject, JsonValue } from '@cairn/core';
+import { type JsonObject, type JsonValue, setOwn } from '@cairn/core';
 import { JsonPlusSerializer, type SerializerProtocol } from '@langchain/langgraph-checkpoint';
 import { isJsonObject } from './message-data.js';
 import type { CachedNode } from './thread-log.js';
@@ -90,7 +90,7 @@ function copy(value: JsonValue): JsonValue {
   for (const key in value) {
     const v = value[key]!;
     if (isUndefinedRecord(v)) continue;
-    out[key] = copy(v);
+    setOwn(out, key, copy(v));
   }
   return out;
 }

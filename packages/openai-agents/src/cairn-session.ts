@@ -1,4 +1,5 @@
 import {
+  checkOwner,
   defineState,
   invalidArgument,
   type JsonObject,
@@ -22,7 +23,12 @@ export interface CairnSessionOptions<S extends StateSchema<any>> {
   store: Store;
   /** The session's thread id. A new UUIDv7 when omitted; the thread is created on the first write. */
   sessionId?: string;
-  /** The user or tenant that owns the session, used when its thread is created. */
+  /**
+   * The user or tenant the session acts for (the signed-in one, never a value a client
+   * sends): its thread is created with it, and every call on a thread of another owner is
+   * `NOT_FOUND` before anything is read or written (`null` matches only a thread without an
+   * owner). Omitted: no check.
+   */
   resourceId?: string | null;
   /** The schema of the thread's state, for `openThread()`. Default: no fields. */
   schema?: S;
@@ -40,7 +46,8 @@ export interface CairnSessionOptions<S extends StateSchema<any>> {
  * - `popItem` moves the head back to the popped item's parent. The item stays in the graph;
  *   the checkpoint `popped` marks the last one popped.
  * - `clearSession` starts a new, empty branch and makes it active; earlier branches keep
- *   their items.
+ *   their items (it deletes nothing; `store.deleteThread(sessionId)` does).
+ * - With `resourceId`, a session whose thread is another owner's is `NOT_FOUND`.
  *
  * @example
  * ```ts
@@ -51,7 +58,7 @@ export interface CairnSessionOptions<S extends StateSchema<any>> {
 export class CairnSession<S extends StateSchema<any> = typeof NoState> implements Session {
   readonly #store: Store;
   readonly #sessionId: string;
-  readonly #resourceId: string | null;
+  readonly #resourceId: string | null | undefined;
   readonly #schema: S;
   readonly #attempts: number;
 
@@ -69,7 +76,7 @@ export class CairnSession<S extends StateSchema<any> = typeof NoState> implement
     }
     this.#store = options.store;
     this.#sessionId = options.sessionId ?? newId();
-    this.#resourceId = options.resourceId ?? null;
+    this.#resourceId = options.resourceId;
     this.#schema = options.schema ?? (NoState as unknown as S);
     this.#attempts = retryAttempts(options.maxRetries);
   }
@@ -85,6 +92,7 @@ export class CairnSession<S extends StateSchema<any> = typeof NoState> implement
       throw invalidArgument(`limit must be an integer, got ${String(limit)}`, { limit });
     }
     if (limit !== undefined && limit <= 0) return [];
+    await this.#checkOwner();
     const branch = await this.#store.getActiveBranch(this.#sessionId);
     if (!branch?.headMessageId) return [];
     const chain = await this.#store.getChain(
@@ -127,6 +135,7 @@ export class CairnSession<S extends StateSchema<any> = typeof NoState> implement
    * item starts an empty branch. Undefined when the session is empty.
    */
   async popItem(): Promise<AgentInputItem | undefined> {
+    await this.#checkOwner();
     return retryOnConflict(
       async () => {
         const branch = await this.#store.getActiveBranch(this.#sessionId);
@@ -164,13 +173,28 @@ export class CairnSession<S extends StateSchema<any> = typeof NoState> implement
    * The session's Cairn thread (created when needed), for its state, branches and
    * checkpoints. Close it when done.
    */
-  openThread(): Promise<CairnThread<S>> {
-    return openThread(this.#store, {
+  async openThread(): Promise<CairnThread<S>> {
+    await this.#checkOwner();
+    const thread = await openThread(this.#store, {
       schema: this.#schema,
       threadId: this.#sessionId,
-      resourceId: this.#resourceId,
+      resourceId: this.#resourceId ?? null,
       maxRetries: this.#attempts - 1,
     });
+    try {
+      // Another owner's session may have created the thread since the check.
+      checkOwner(thread, this.#resourceId, 'session');
+    } catch (e) {
+      await thread.close();
+      throw e;
+    }
+    return thread;
+  }
+
+  /** `NOT_FOUND` when the session acts for a resource and its thread is another's. */
+  async #checkOwner(): Promise<void> {
+    if (this.#resourceId === undefined) return;
+    checkOwner(await this.#store.getThread(this.#sessionId), this.#resourceId, 'session');
   }
 
   async #withThread<T>(fn: (thread: CairnThread<S>) => Promise<T>): Promise<T> {

@@ -176,6 +176,56 @@ export function describeSession(s: TestStoreKind): void {
       await thread.close();
     });
 
+    it('120 clearSession/addItems and popItem cycles all succeed; branch names stay short and unique', async () => {
+      const session = new CairnSession({ store });
+      const made: string[] = [];
+      const active = async () => {
+        const thread = await session.openThread();
+        made.push(thread.branchName);
+        await thread.close();
+      };
+      for (let i = 0; i < 120; i++) {
+        await session.addItems([{ role: 'user', content: `clear ${i}` }]);
+        await session.clearSession();
+        await active();
+        // Popping the only item starts an empty branch too.
+        await session.addItems([{ role: 'user', content: `pop ${i}` }]);
+        expect(await session.popItem()).toEqual({ role: 'user', content: `pop ${i}` });
+        await active();
+      }
+      expect(made).toEqual(Array.from({ length: 240 }, (_, i) => `main-v${i + 2}`));
+      expect(await session.getItems()).toEqual([]);
+      await session.addItems([{ role: 'user', content: 'still works' }]);
+      expect(await session.getItems()).toEqual([{ role: 'user', content: 'still works' }]);
+    }, 180_000);
+
+    it('a session acting for another owner is NOT_FOUND on every call; nothing is read or written', async () => {
+      const sessionId = `support-${Math.random().toString(36).slice(2)}`;
+      const alice = new CairnSession({ store, sessionId, resourceId: 'alice' });
+      await alice.addItems([{ role: 'user', content: 'alice asks' }]);
+      const notFound = `NOT_FOUND: session "${sessionId}" not found`;
+      // Bob (or a caller acting for no owner) who knows the id: no read, no append, no re-point.
+      for (const resourceId of ['bob', null]) {
+        const other = new CairnSession({ store, sessionId, resourceId });
+        expect(await code(other.getItems())).toBe(notFound);
+        expect(await code(other.addItems([{ role: 'user', content: 'forged' }]))).toBe(notFound);
+        expect(await code(other.popItem())).toBe(notFound);
+        expect(await code(other.clearSession())).toBe(notFound);
+        expect(await code(other.openThread())).toBe(notFound);
+      }
+      expect(await alice.getItems()).toEqual([{ role: 'user', content: 'alice asks' }]);
+      const thread = await alice.openThread();
+      expect((await thread.branches()).map((b) => b.name)).toEqual(['main']);
+      expect(await store.getCheckpoint(sessionId, POPPED_CHECKPOINT)).toBeNull();
+      await thread.close();
+      // Without a resourceId nothing is checked (code that checked already).
+      expect(await new CairnSession({ store, sessionId }).getItems()).toHaveLength(1);
+      // The first write creates the thread with the session's resourceId as its owner.
+      const carol = new CairnSession({ store, resourceId: 'carol' });
+      await carol.addItems([{ role: 'user', content: 'hi' }]);
+      expect((await store.getThread(await carol.getSessionId()))?.resourceId).toBe('carol');
+    });
+
     it('concurrent addItems from two session objects lose nothing and keep each batch together', async () => {
       const a = new CairnSession({ store });
       const b = new CairnSession({ store, sessionId: await a.getSessionId() });
@@ -233,6 +283,34 @@ export function describeSession(s: TestStoreKind): void {
       // undefined-valued keys are left out, as JSON does.
       await session.addItems([{ role: 'user', content: 'x', providerData: undefined }]);
       expect((await session.getItems(1))[0]).toStrictEqual({ role: 'user', content: 'x' });
+    });
+
+    it('a "__proto__" key in an item is data: stored, read back exactly, and later writes work', async () => {
+      const session = new CairnSession({ store });
+      const item = JSON.parse('{"role": "user", "content": "x", "__proto__": {"isAdmin": true}}');
+      const call = JSON.parse(
+        '{"type": "function_call", "callId": "c1", "name": "lookup", "arguments": "{}", "providerData": {"__proto__": []}}',
+      );
+      await session.addItems([item, call]);
+      const [read, readCall] = await session.getItems();
+      expect([read, readCall]).toEqual([item, call]);
+      expect(Object.keys(read!).sort()).toEqual(['__proto__', 'content', 'role']);
+      expect(Object.getPrototypeOf(read)).toBe(Object.prototype);
+      await session.addItems([{ role: 'user', content: 'next' }]);
+      expect(await session.popItem()).toEqual({ role: 'user', content: 'next' });
+      expect(await session.getItems()).toEqual([item, call]);
+      expect(({} as { isAdmin?: unknown }).isAdmin).toBeUndefined();
+      // Another item the store would refuse is named by its place in addItems' list.
+      expect(
+        await code(
+          session.addItems([
+            { role: 'user', content: 'fine' },
+            JSON.parse('{"role": "user", "\\ud83d": 1}'),
+          ]),
+        ),
+      ).toBe(
+        'INVALID_ARGUMENT: items[1].\ud83d: the key holds a lone surrogate (U+D83D) at position 0; stored text cannot',
+      );
     });
   });
 }

@@ -26,7 +26,7 @@ import {
   type StoreChange,
 } from '@cairn/store';
 import { normalizeNewMessages } from '@cairn/store/adapter';
-import { forkBranchNumber } from './branch-names.js';
+import { forkBranchName } from './branch-names.js';
 import type { ThreadEvent, ThreadListener } from './events.js';
 import { SerialQueue } from './queue.js';
 import { retryAttempts, retryOnConflict } from './retry.js';
@@ -542,10 +542,10 @@ export class CairnThread<S extends StateSchema<any>> {
   // ------------------------------------------------------------------ branches
 
   /**
-   * Makes a new branch whose head is `messageId`, named by the rewind rule
-   * (`main` -> `main-v2`, ...), switches to it and drops pending messages. Its state
-   * starts as the state as of that message. `rewind(null)` starts an empty branch with
-   * the initial state; the old branches keep their messages.
+   * Makes a new branch whose head is `messageId`, named by `forkBranchName` (`main` ->
+   * `main-v2`, and a rewind on `main-v2` -> `main-v3`, ...), switches to it and drops
+   * pending messages. Its state starts as the state as of that message. `rewind(null)`
+   * starts an empty branch with the initial state; the old branches keep their messages.
    */
   rewind(messageId: string | null): Promise<Branch> {
     return this.#serial(async () => {
@@ -888,7 +888,7 @@ export class CairnThread<S extends StateSchema<any>> {
   }
 
   /**
-   * Creates a branch at `at` named by the rewind rule, with the state as of `at` as its
+   * Creates a branch at `at` named by `forkBranchName`, with the state as of `at` as its
    * version 1, in one transaction. A name taken meanwhile (CONFLICT) takes the next number.
    */
   async #fork(at: Message | null, options: { activate: boolean }): Promise<Branch> {
@@ -897,13 +897,11 @@ export class CairnThread<S extends StateSchema<any>> {
     const { state: forkState, branch: source } = await this.#stateAsOf(at);
     const from = this.#branch;
     const taken = new Set((await this.#store.listBranches(this.#record.id)).map((b) => b.name));
-    let k = forkBranchNumber(from.name, [...taken]);
     let name = '';
     // A CONFLICT: another engine took the name meanwhile; the next free number is ours.
     const created = await retryOnConflict(
       () => {
-        while (taken.has(`${from.name}-v${k}`)) k++;
-        name = `${from.name}-v${k}`;
+        name = forkBranchName(from.name, taken);
         return this.#write(() =>
           this.#store.transaction(async (tx) => {
             const b = await tx.createBranch({

@@ -303,7 +303,7 @@ export function describeThreadEngine(s: TestStoreKind): void {
     });
 
     describe('branches', () => {
-      it('rewind names main-v2, main-v3, main-v2-v2, switches and drops pending', async () => {
+      it('rewind names main-v2, main-v3, then main-v4 from main-v2, switches and drops pending', async () => {
         const t = await open();
         const [m1] = await say(t, 'a', 'b', 'c');
         t.add({ role: 'user', data: 'unsaved' });
@@ -315,16 +315,16 @@ export function describeThreadEngine(s: TestStoreKind): void {
         expect((await store.getActiveBranch(t.id))?.name).toBe('main-v2');
         await t.switchBranch('main');
         expect((await t.rewind(m1!.id)).name).toBe('main-v3');
+        // A fork of main-v2 is named from its root, main: the next number, not main-v2-v2.
         await t.switchBranch('main-v2');
-        expect((await t.rewind(m1!.id)).name).toBe('main-v2-v2');
-        // n counts every name starting with main-v, main-v2-v2 included: 4, so main-v5
+        expect((await t.rewind(m1!.id)).name).toBe('main-v4');
         await t.switchBranch('main');
         expect((await t.rewind(m1!.id)).name).toBe('main-v5');
         expect((await t.branches()).map((b) => b.name)).toEqual([
           'main',
           'main-v2',
           'main-v3',
-          'main-v2-v2',
+          'main-v4',
           'main-v5',
         ]);
         expect(await code(t.rewind('no-such-message'))).toBe('NOT_FOUND');
@@ -349,9 +349,44 @@ export function describeThreadEngine(s: TestStoreKind): void {
         const t = await open();
         const [m1] = await say(t, 'a');
         await store.createBranch({ threadId: t.id, name: 'main-v3', headMessageId: m1!.id });
-        // n = 2 (main, main-v3): main-v3 is taken, so main-v4
+        // The highest number there is, plus one: main-v4 (main-v2 stays free).
         expect((await t.rewind(m1!.id)).name).toBe('main-v4');
       });
+
+      it('120 rewinds, restores and btws of the active branch all succeed; names stay short and unique', async () => {
+        const t = await open();
+        const [m1] = await say(t, 'a', 'b');
+        await t.checkpoint('start', m1!.id);
+        const made: string[] = [];
+        for (let i = 0; i < 120; i++) {
+          const b = await (i % 3 === 0
+            ? t.rewind(m1!.id)
+            : i % 3 === 1
+              ? t.restore('start')
+              : t.btw());
+          made.push(b.name);
+          if (i % 3 === 2) await t.switchBranch(b.name);
+        }
+        expect(made).toEqual(Array.from({ length: 120 }, (_, i) => `main-v${i + 2}`));
+        expect(t.branchName).toBe('main-v121');
+        expect(texts(await t.history())).toEqual(['a']);
+      }, 60_000);
+
+      it('a branch named near the length limit forks to names that fit, 120 times over', async () => {
+        // 199 characters, with a surrogate pair where the first cut falls: it must not split it.
+        const long = `${'b'.repeat(196)}😀c`;
+        const t = await open({ branch: long });
+        const [m1] = await say(t, 'a');
+        const names = new Set<string>([long]);
+        for (let i = 0; i < 120; i++) {
+          const b = await t.rewind(m1!.id);
+          expect(b.name.length).toBeLessThanOrEqual(200);
+          expect(b.name.isWellFormed()).toBe(true);
+          names.add(b.name);
+        }
+        expect(names.size).toBe(121);
+        expect((await t.branches()).map((b) => b.name)).toEqual([...names]);
+      }, 60_000);
 
       it('two engines rewinding or btw-ing at once both succeed with distinct names', async () => {
         const a = await open();
@@ -623,7 +658,7 @@ export function describeThreadEngine(s: TestStoreKind): void {
         expect(await code(t.stateAt('missing'))).toBe('NOT_FOUND');
         // rewinding to m1 from main-v2 forks the state as of m1
         await t.rewind(m1!.id);
-        expect(t.branchName).toBe('main-v2-v2');
+        expect(t.branchName).toBe('main-v3');
         expect(t.state.keyInsights).toEqual(['a']);
       });
 

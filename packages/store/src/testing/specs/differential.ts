@@ -1,4 +1,4 @@
-import { isCairnError } from '@cairn/core';
+import { isCairnError, setOwn } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
 import { createMemoryStore } from '../../memory-driver.js';
 import type { Store } from '../../store.js';
@@ -32,7 +32,7 @@ function normalize(value: unknown, generated: Map<string, string>): unknown {
       // A store-generated UUIDv7 (checkpoints): numbered in order of appearance.
       if (!generated.has(v)) generated.set(v, `generated-${generated.size}`);
       out[k] = generated.get(v);
-    } else out[k] = normalize(v, generated);
+    } else setOwn(out, k, normalize(v, generated));
   }
   return out;
 }
