@@ -2,6 +2,7 @@ import { isCairnError, newId } from '@cairn/core';
 import { ownedBy } from './auth.js';
 import { contains, nowIso } from './collection.js';
 import type { AssistantVersion, ServerContext } from './context.js';
+import { graphSchemas } from './graph-schemas.js';
 import { conflict, type Identity, notFound, type Route, reply } from './http.js';
 import { graphAssistantId } from './ids.js';
 import { type Assistant, type Json, selectFields, shown } from './model.js';
@@ -354,39 +355,4 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
       }),
     ),
   ];
-}
-
-/**
- * The graph's JSON schemas, where its state is declared with a schema library LangGraph
- * can describe (Zod, `StateSchema`); empty otherwise (the LangGraph API server also reads
- * the TypeScript source, which this server does not).
- */
-async function graphSchemas(graph: unknown): Promise<Json> {
-  const empty = {
-    input_schema: null,
-    output_schema: null,
-    state_schema: null,
-    config_schema: null,
-    context_schema: null,
-  };
-  try {
-    const zod = (await import('@langchain/langgraph/zod' as string)) as {
-      getInputTypeSchema?: (g: unknown) => unknown;
-      getOutputTypeSchema?: (g: unknown) => unknown;
-      getUpdateTypeSchema?: (g: unknown) => unknown;
-      getStateTypeSchema?: (g: unknown) => unknown;
-      getConfigTypeSchema?: (g: unknown) => unknown;
-    };
-    const state = zod.getStateTypeSchema?.(graph) ?? null;
-    if (!state) return empty;
-    return {
-      input_schema: zod.getInputTypeSchema?.(graph) ?? zod.getUpdateTypeSchema?.(graph) ?? null,
-      output_schema: zod.getOutputTypeSchema?.(graph) ?? null,
-      state_schema: state,
-      config_schema: zod.getConfigTypeSchema?.(graph) ?? null,
-      context_schema: zod.getConfigTypeSchema?.(graph) ?? null,
-    };
-  } catch {
-    return empty;
-  }
 }

@@ -1,6 +1,6 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { extname, resolve } from 'node:path';
+import { dirname, extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { BaseCheckpointSaver, BaseStore } from '@langchain/langgraph-checkpoint';
 import { notFound } from './http.js';
@@ -76,6 +76,22 @@ function asCompiled(value: unknown, where: string): CompiledGraphLike {
   return g;
 }
 
+/**
+ * Graphs may call `getLogger()` of `@langchain/langgraph-sdk/logging`, which reads the
+ * logger a LangGraph server puts at this global symbol (the platform's contract with
+ * graph code); an existing one is left in place.
+ */
+function provideSdkLogger(): void {
+  const key = Symbol.for('langgraph.api.sdk-logger');
+  const g = globalThis as Record<symbol, unknown>;
+  if (g[key]) return;
+  const line =
+    (level: 'debug' | 'info' | 'warn' | 'error') =>
+    (message: unknown, ...rest: unknown[]) =>
+      console[level](`[graph] ${String(message)}`, ...rest);
+  g[key] = { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
+}
+
 const TYPESCRIPT = new Set(['.ts', '.mts', '.cts', '.tsx']);
 
 /**
@@ -86,8 +102,11 @@ async function importFile(file: string): Promise<Record<string, unknown>> {
   if (!TYPESCRIPT.has(extname(file))) return import(pathToFileURL(file).href);
   let api: { tsImport(specifier: string, parent: string): Promise<Record<string, unknown>> };
   try {
-    const require = createRequire(file);
-    api = await import(pathToFileURL(require.resolve('tsx/esm/api')).href);
+    // The ESM entry, found from the graph file as the project would import it.
+    const manifest = createRequire(file).resolve('tsx/package.json');
+    const entry = JSON.parse(readFileSync(manifest, 'utf8')).exports['./esm/api'].import;
+    const path = typeof entry === 'string' ? entry : entry.default;
+    api = await import(pathToFileURL(resolve(dirname(manifest), path)).href);
   } catch {
     throw new Error(
       `${file} is TypeScript: install tsx in the project (npm install -D tsx) to serve it, or point langgraph.json at the compiled .js file`,
@@ -108,6 +127,7 @@ export class GraphRegistry {
 
   /** Loads every graph; an error names the graph and the file. */
   static async load(specs: Record<string, string>, cwd: string): Promise<GraphRegistry> {
+    provideSdkLogger();
     const registry = new GraphRegistry();
     for (const [graphId, spec] of Object.entries(specs)) {
       const colon = spec.lastIndexOf(':');

@@ -27,7 +27,7 @@ import {
 } from './model.js';
 import { getThread, newThread } from './threads.js';
 import * as v from './validate.js';
-import { settleThread } from './worker.js';
+import { finishRun } from './worker.js';
 
 const REJECTED =
   'Thread is already running a task. Wait for it to finish or choose a different multitask strategy.';
@@ -138,7 +138,7 @@ export async function createRun(
       },
     };
     const kwargs: RunKwargs = {
-      input: r.input,
+      input: r.input ?? null,
       command: r.command,
       stream_mode: r.streamMode,
       ...(r.interruptBefore !== undefined ? { interrupt_before: r.interruptBefore } : {}),
@@ -209,19 +209,13 @@ export async function cancelRun(
   if (outcome !== 'removed') return;
   const run = await ctx.runs.get(runId);
   if (!run) return;
-  if (action === 'rollback') {
-    await ctx.log.delete(runId);
-    await ctx.runs.delete([runId]);
-  } else {
-    await ctx.runs.put(
-      runId,
-      { ...run.value, status: 'interrupted', updated_at: nowIso() },
-      { group: run.value.thread_id },
-    );
-    const writer = await ctx.log.writer(runId, true);
-    await writer.end();
-  }
-  await settleThread(ctx, run.value.thread_id, false);
+  const end = action === 'rollback' ? null : await (await ctx.log.writer(runId, true)).endEntry();
+  await finishRun(
+    ctx,
+    run.value,
+    { status: 'interrupted', rolledBack: action === 'rollback' },
+    end,
+  );
 }
 
 /** The run, when the caller may see it and it is on that thread. */

@@ -13,6 +13,7 @@ import { ServerContext } from './context.js';
 import { CronScheduler, cronRoutes } from './crons.js';
 import { GraphRegistry } from './graphs.js';
 import { HttpError, Router, readJsonBody, sendError, sendResult } from './http.js';
+import { internalRoutes } from './internal.js';
 import type { Json } from './model.js';
 import { checkRunBody, runRoutes } from './runs.js';
 import { storeRoutes } from './store-api.js';
@@ -36,6 +37,8 @@ export interface CairnServerOptions {
   corsOrigins?: string[];
   /** Per graph: the default config (and `context`) of its assistant, as `LANGGRAPH_CONFIG` holds it. */
   graphConfig?: Record<string, Json>;
+  /** Serves `POST /internal/truncate` (deletes everything), for LangGraph's API test suite. Off by default. */
+  testEndpoints?: boolean;
 }
 
 const LOOPBACK_HOSTS = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])(:\d+)?$/i;
@@ -82,6 +85,7 @@ export class CairnServer {
       ...runRoutes(context),
       ...cronRoutes(context),
       ...storeRoutes(context),
+      ...(options.testEndpoints ? internalRoutes(context) : []),
     ]);
     const concurrency = options.concurrency ?? 10;
     this.#worker = concurrency > 0 ? new Worker(context, concurrency) : null;

@@ -1,6 +1,6 @@
 import type { Item } from '@langchain/langgraph-checkpoint';
 import type { ServerContext } from './context.js';
-import { HttpError, type Identity, notFound, type Route, reply } from './http.js';
+import { HttpError, type Identity, type Route, reply } from './http.js';
 import * as v from './validate.js';
 
 /** A namespace the caller may use: labels without periods; with auth, starting with the caller's identity. */
@@ -61,9 +61,7 @@ export function storeRoutes(ctx: ServerContext): Route[] {
         if (key === null) throw v.badRequest('key is required');
         const raw = query.get('namespace');
         const namespace = checkNamespace(raw ? raw.split('.') : [], identity, false);
-        const item = await memory.get(namespace, key);
-        if (!item) throw notFound('Item not found');
-        return asApi(item);
+        return asApi(await memory.get(namespace, key));
       },
     },
     {

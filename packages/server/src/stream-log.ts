@@ -1,4 +1,4 @@
-import type { Store } from '@cairn/store';
+import type { NewEntry, Store } from '@cairn/store';
 import { COLLECTIONS } from './collection.js';
 import { toPlainJson } from './http.js';
 
@@ -126,10 +126,22 @@ export class EventWriter {
     this.#flushing ??= this.#drain();
   }
 
-  /** Appends the end of the log and waits until everything is written. */
-  async end(): Promise<void> {
-    this.append(END, null);
+  /**
+   * Writes what is buffered, then returns the entry that ends the log, for the caller to
+   * write together with the run's final status.
+   */
+  async endEntry(): Promise<NewEntry> {
     await this.flush();
+    return this.#entry(END, null);
+  }
+
+  #entry(event: string, data: unknown): NewEntry {
+    return {
+      collection: COLLECTIONS.events,
+      id: entryId(this.runId, this.#next++),
+      group: this.runId,
+      data: { e: event, d: data as never },
+    };
   }
 
   async flush(): Promise<void> {
@@ -141,14 +153,7 @@ export class EventWriter {
     try {
       while (this.#buffer.length > 0) {
         const batch = this.#buffer.splice(0, 1000);
-        await this.store.putEntries(
-          batch.map(({ event, data }) => ({
-            collection: COLLECTIONS.events,
-            id: entryId(this.runId, this.#next++),
-            group: this.runId,
-            data: { e: event, d: data as never },
-          })),
-        );
+        await this.store.putEntries(batch.map(({ event, data }) => this.#entry(event, data)));
       }
     } catch (e) {
       this.#failure = e;

@@ -1,42 +1,92 @@
-import { newId } from '@cairn/core';
-import { nowIso } from './collection.js';
+import { isCairnError, newId } from '@cairn/core';
+import type { NewEntry } from '@cairn/store';
+import { COLLECTIONS, nowIso } from './collection.js';
 import type { ServerContext } from './context.js';
-import type { Run, RunStatus, ThreadStatus } from './model.js';
+import type { Run, RunStatus, Thread, ThreadStatus } from './model.js';
 import type { ClaimedItem } from './run-queue.js';
 import { streamRun } from './stream.js';
-import { deleteThread, latestValues, updateThread } from './threads.js';
+import { deleteThread, latestValues } from './threads.js';
 
 /** A run claimed this many times (its workers died each time) fails instead. */
 export const MAX_ATTEMPTS = 3;
 
+/** How a run ended. */
+export interface RunOutcome {
+  status: RunStatus;
+  /** Cancelled with `rollback`: the run and its events go. */
+  rolledBack: boolean;
+}
+
 /**
- * Sets a thread's status after one of its runs ended: `busy` while more runs wait,
- * else `error`, `interrupted` (the graph waits at an interrupt) or `idle`; and its values
- * and interrupts as of its latest checkpoint.
+ * Ends a run in one transaction: its final status and the end of its event log (or, rolled
+ * back, neither: both go), its queue item removed, and its thread's status (`busy` while
+ * more runs wait, else `error`, `interrupted` when the graph waits at an interrupt, or
+ * `idle`) with its latest values. A reader that sees the log end sees the thread settled.
+ * A stateless run's thread is deleted instead.
  */
-export async function settleThread(
+export async function finishRun(
   ctx: ServerContext,
-  threadId: string,
-  failed: boolean,
+  run: Run,
+  outcome: RunOutcome,
+  end: NewEntry | null,
 ): Promise<void> {
-  const thread = await ctx.threads.get(threadId);
-  if (!thread) return;
-  const latest = await latestValues(ctx, thread.value).catch(() => null);
+  const thread = await ctx.threads.get(run.thread_id);
+  const latest =
+    thread && !run.kwargs.temporary
+      ? await latestValues(ctx, thread.value).catch(() => null)
+      : null;
   const waiting = (latest?.state.next.length ?? 0) > 0;
-  // The queue is read after the thread's version: a run created meanwhile (which writes
-  // the thread and its queue item together) either shows here or fails this write.
-  await updateThread(ctx, threadId, async (t) => {
-    const pending = await ctx.queue.ofThread(threadId);
-    const status: ThreadStatus =
-      pending.length > 0 ? 'busy' : failed ? 'error' : waiting ? 'interrupted' : 'idle';
-    return {
-      ...t,
-      status,
-      updated_at: nowIso(),
-      values: latest?.values ?? t.values ?? null,
-      interrupts: latest?.interrupts ?? {},
-    };
-  });
+  const { store } = ctx;
+  for (;;) {
+    try {
+      await store.transaction(async (tx) => {
+        const writes: NewEntry[] = [];
+        if (outcome.rolledBack) {
+          await tx.deleteEntries(COLLECTIONS.runs, { ids: [run.run_id] });
+          await tx.deleteEntries(COLLECTIONS.events, { group: run.run_id });
+        } else {
+          const done: Run = { ...run, status: outcome.status, updated_at: nowIso() };
+          writes.push({
+            collection: COLLECTIONS.runs,
+            id: run.run_id,
+            group: run.thread_id,
+            data: done as never,
+          });
+          if (end) writes.push(end);
+        }
+        await tx.deleteEntries(COLLECTIONS.queue, { ids: [run.run_id] });
+        const t = await tx.getEntry(COLLECTIONS.threads, run.thread_id);
+        if (t && !run.kwargs.temporary) {
+          const pending = await tx.listEntries(COLLECTIONS.queue, {
+            group: run.thread_id,
+            limit: 1,
+          });
+          const failed = outcome.status === 'error';
+          const status: ThreadStatus =
+            pending.length > 0 ? 'busy' : failed ? 'error' : waiting ? 'interrupted' : 'idle';
+          const next: Thread = {
+            ...(t.data as unknown as Thread),
+            status,
+            updated_at: nowIso(),
+            values: latest?.values ?? (t.data as unknown as Thread).values ?? null,
+            interrupts: latest?.interrupts ?? {},
+          };
+          writes.push({
+            collection: COLLECTIONS.threads,
+            id: run.thread_id,
+            data: next as never,
+            expectedVersion: t.version,
+          });
+        }
+        await tx.putEntries(writes);
+      });
+      break;
+    } catch (e) {
+      // A run created on the thread meanwhile changed it: decide its status again.
+      if (!isCairnError(e, 'CONFLICT')) throw e;
+    }
+  }
+  if (run.kwargs.temporary) await deleteThread(ctx, run.thread_id);
 }
 
 /**
@@ -136,7 +186,6 @@ export class Worker {
     await onChange();
 
     let status: RunStatus = 'success';
-    let failed = false;
     try {
       await ctx.runs.put(
         runId,
@@ -170,7 +219,6 @@ export class Worker {
       }
     } catch (e) {
       status = 'error';
-      failed = true;
       const error =
         e instanceof Error
           ? { error: e.name, message: e.message }
@@ -189,17 +237,8 @@ export class Worker {
     }
 
     const rolledBack = status === 'interrupted' && control.signal.reason === 'rollback';
-    if (rolledBack) {
-      await writer.flush().catch(() => undefined);
-      await ctx.log.delete(runId);
-      await ctx.runs.delete([runId]);
-    } else {
-      await writer.end();
-      await ctx.runs.put(runId, { ...run, status, updated_at: nowIso() }, { group: run.thread_id });
-    }
-    await ctx.queue.finish(runId);
-    if (run.kwargs.temporary) await deleteThread(ctx, run.thread_id);
-    else await settleThread(ctx, run.thread_id, failed);
+    const end = rolledBack ? null : await writer.endEntry();
+    await finishRun(ctx, run, { status, rolledBack }, end);
   }
 
   /**
