@@ -41,7 +41,19 @@ async function postgres(sql) {
 /**
  * Tests that do not apply to `cairn serve`, by full name, and why. Any other test must pass.
  */
-const NOT_APPLICABLE = {};
+const STATIC_SCHEMA =
+  "reads JSON schemas that the LangGraph API server extracts from the graph's TypeScript source with the TypeScript compiler (Annotation types); cairn serve reads schemas from the running graph (StateSchema, Zod), where an Annotation graph has none";
+const NOT_APPLICABLE = {
+  'assistants > schemas': STATIC_SCHEMA,
+  'subgraphs > get subgraphs': STATIC_SCHEMA,
+  'runtime API > schema': STATIC_SCHEMA,
+  'generative ui':
+    "langgraph.json's `ui` (React components bundled and served by the LangGraph CLI): cairn serve serves graphs, not UI bundles",
+  'custom routes':
+    "langgraph.json's `http.app` (a Hono app mounted into the LangGraph API server): not part of cairn serve",
+  'custom routes - mutate request body': "langgraph.json's `http.app`: not part of cairn serve",
+  'custom routes - langgraph': "langgraph.json's `http.app`: not part of cairn serve",
+};
 
 function log(line) {
   process.stdout.write(`${line}\n`);
@@ -189,6 +201,15 @@ function summarize(label, report) {
       `  ${block.padEnd(28)} ${b.passed} passed, ${b.failed} failed${b.notApplicable ? `, ${b.notApplicable} not applicable` : ''}${b.skipped ? `, ${b.skipped} skipped` : ''}`,
     );
   for (const u of unexpected) log(`  FAILED ${u}`);
+  const seen = new Set();
+  for (const file of report.testResults)
+    for (const t of file.assertionResults) {
+      const name = [...t.ancestorTitles, t.title].join(' > ');
+      if (NOT_APPLICABLE[name] && !seen.has(name)) {
+        seen.add(name);
+        log(`  not applicable (${t.status}): ${name}: ${NOT_APPLICABLE[name]}`);
+      }
+    }
   return unexpected.length;
 }
 

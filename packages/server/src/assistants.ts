@@ -348,8 +348,16 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
           for await (const [ns, sub] of graph.getSubgraphsAsync(
             params.namespace,
             query.get('recurse') === 'true',
-          ))
-            out[ns] = await graphSchemas(sub);
+          )) {
+            // Subgraphs show LangGraph's own schema shape: state, input, output, config.
+            const g = await graphSchemas(sub);
+            out[ns] = {
+              state: g.state_schema,
+              input: g.input_schema,
+              output: g.output_schema,
+              config: g.config_schema,
+            };
+          }
           return out;
         },
       }),

@@ -94,25 +94,36 @@ function provideSdkLogger(): void {
 
 const TYPESCRIPT = new Set(['.ts', '.mts', '.cts', '.tsx']);
 
+/** The tsx loaders registered in this process, by the tsx package they came from. */
+const tsxLoaders = new Set<string>();
+
 /**
  * Imports a graph file: JavaScript as it is, TypeScript through `tsx` when the project
- * has it installed (`npm install -D tsx`), as `langgraph dev` does.
+ * has it installed (`npm install -D tsx`), as `langgraph dev` does. tsx's loader is
+ * registered for the process (as running under `tsx` would), so the graph and the server
+ * share one instance of every package, LangGraph's included.
  */
 async function importFile(file: string): Promise<Record<string, unknown>> {
-  if (!TYPESCRIPT.has(extname(file))) return import(pathToFileURL(file).href);
-  let api: { tsImport(specifier: string, parent: string): Promise<Record<string, unknown>> };
-  try {
-    // The ESM entry, found from the graph file as the project would import it.
-    const manifest = createRequire(file).resolve('tsx/package.json');
-    const entry = JSON.parse(readFileSync(manifest, 'utf8')).exports['./esm/api'].import;
-    const path = typeof entry === 'string' ? entry : entry.default;
-    api = await import(pathToFileURL(resolve(dirname(manifest), path)).href);
-  } catch {
-    throw new Error(
-      `${file} is TypeScript: install tsx in the project (npm install -D tsx) to serve it, or point langgraph.json at the compiled .js file`,
-    );
+  if (TYPESCRIPT.has(extname(file))) {
+    let manifest: string;
+    try {
+      manifest = createRequire(file).resolve('tsx/package.json');
+    } catch {
+      throw new Error(
+        `${file} is TypeScript: install tsx in the project (npm install -D tsx) to serve it, or point langgraph.json at the compiled .js file`,
+      );
+    }
+    if (!tsxLoaders.has(manifest)) {
+      const entry = JSON.parse(readFileSync(manifest, 'utf8')).exports['./esm/api'].import;
+      const path = typeof entry === 'string' ? entry : entry.default;
+      const api = (await import(pathToFileURL(resolve(dirname(manifest), path)).href)) as {
+        register(): unknown;
+      };
+      api.register();
+      tsxLoaders.add(manifest);
+    }
   }
-  return api.tsImport(pathToFileURL(file).href, import.meta.url);
+  return import(pathToFileURL(file).href);
 }
 
 /**

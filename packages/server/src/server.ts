@@ -5,7 +5,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CairnSaver, CairnStore } from '@cairn/langgraph';
+import { CairnStore } from '@cairn/langgraph';
 import type { Store } from '@cairn/store';
 import { assistantRoutes, registerGraphAssistants } from './assistants.js';
 import { identify, type ServerAuth } from './auth.js';
@@ -15,6 +15,7 @@ import { GraphRegistry } from './graphs.js';
 import { HttpError, Router, readJsonBody, sendError, sendResult } from './http.js';
 import { internalRoutes } from './internal.js';
 import type { Json } from './model.js';
+import { RunSaver } from './run-saver.js';
 import { checkRunBody, runRoutes } from './runs.js';
 import { storeRoutes } from './store-api.js';
 import { threadRoutes } from './threads.js';
@@ -97,7 +98,7 @@ export class CairnServer {
     const graphs = await GraphRegistry.load(options.graphs, options.cwd ?? process.cwd());
     const ctx = new ServerContext(
       options.store,
-      new CairnSaver(options.store),
+      new RunSaver(options.store),
       new CairnStore(options.store),
       graphs,
       options.leaseMs ?? 20_000,
