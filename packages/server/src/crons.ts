@@ -194,7 +194,7 @@ export class CronScheduler {
           ).catch((e) => console.error(`cairn serve: cron ${id} could not start a run:`, e));
           earliest = Math.min(earliest, Date.parse(moved.next_run_date));
         }
-        if (dirty) continue;
+        if (dirty || signal.aborted) continue;
         await new Promise<void>((resolve) => {
           const timer = setTimeout(done, Math.min(2 ** 31 - 1, Math.max(0, earliest - Date.now())));
           function done() {
