@@ -344,7 +344,8 @@ export const COMMANDS: Record<string, Command> = {
       '',
       'Binds to 127.0.0.1 unless --host says otherwise: with another host, set --token (or an',
       'auth hook in langgraph.json), which scopes every thread, run and cron to its caller.',
-      ...DB_HELP,
+      '--db is a SQLite file (created if missing) or a Postgres URL (?schema=name, default',
+      'cairn); serve brings its schema up to date.',
     ],
     run: (_args, v, io) => {
       const int = (name: string, fallback: number, min: number) => {

@@ -15,7 +15,7 @@ import { createSqliteStore } from '@cairn/store-sqlite';
 import { Client } from '@langchain/langgraph-sdk';
 import { type CairnServerOptions, createCairnServer } from '../src/index.js';
 
-export const GRAPHS = { agent: './test/graphs/agent.mjs:graph' };
+export const GRAPHS = { agent: './examples/agent.mjs:graph' };
 
 export interface Database {
   name: string;
