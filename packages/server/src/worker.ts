@@ -1,14 +1,84 @@
 import { isCairnError, newId } from '@cairn/core';
-import type { NewEntry } from '@cairn/store';
+import type { NewEntry, Store } from '@cairn/store';
+import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import { COLLECTIONS, nowIso } from './collection.js';
 import type { ServerContext } from './context.js';
+import { ClaimLost, HeldClaim, type StopReason } from './held-claim.js';
 import type { Run, RunStatus, Thread, ThreadStatus } from './model.js';
-import type { ClaimedItem } from './run-queue.js';
+import type { ClaimedItem, QueueItem } from './run-queue.js';
 import { streamRun } from './stream.js';
 import { deleteThread, latestValues } from './threads.js';
 
 /** A run claimed this many times (its workers died each time) fails instead. */
 export const MAX_ATTEMPTS = 3;
+
+/** Whether the run's queue item still holds this claim. */
+async function holdsClaim(
+  tx: Store,
+  runId: string,
+  claim: { owner: string; attempt: number },
+): Promise<boolean> {
+  const item = (await tx.getEntry(COLLECTIONS.queue, runId))?.data as unknown as
+    | QueueItem
+    | undefined;
+  return item?.claim?.owner === claim.owner && item.attempt === claim.attempt;
+}
+
+/** Marks the run `running`, if its queue item still holds this claim. */
+async function markRunning(
+  ctx: ServerContext,
+  run: Run,
+  claim: { owner: string; attempt: number },
+): Promise<boolean> {
+  return ctx.store.transaction(async (tx) => {
+    if (!(await holdsClaim(tx, run.run_id, claim))) return false;
+    const running: Run = { ...run, status: 'running', updated_at: nowIso() };
+    await tx.putEntries([
+      {
+        collection: COLLECTIONS.runs,
+        id: run.run_id,
+        group: run.thread_id,
+        data: running as never,
+      },
+    ]);
+    return true;
+  });
+}
+
+/**
+ * The checkpointer for a run: the server's, with every write fenced by the run's claim
+ * (`ClaimLost` once it may have lapsed), so a worker that lost a run cannot write over the
+ * checkpoints of the worker that took it over. `settle()` waits for the writes in flight
+ * (LangGraph does not wait for them when a run is aborted) and refuses later ones.
+ */
+function fenced(
+  saver: BaseCheckpointSaver,
+  held: HeldClaim,
+): BaseCheckpointSaver & { settle(): Promise<void> } {
+  const inflight = new Set<Promise<unknown>>();
+  let closed = false;
+  return new Proxy(saver, {
+    get(target, prop) {
+      if (prop === 'settle')
+        return async () => {
+          closed = true;
+          await Promise.allSettled([...inflight]);
+        };
+      const value = Reflect.get(target, prop, target);
+      if (typeof value !== 'function') return value;
+      if (prop === 'put' || prop === 'putWrites')
+        return (...args: unknown[]) => {
+          if (closed) return Promise.reject(new ClaimLost(held.item.value.run_id));
+          held.assertHeld();
+          const write = value.apply(target, args) as Promise<unknown>;
+          inflight.add(write);
+          void write.finally(() => inflight.delete(write)).catch(() => undefined);
+          return write;
+        };
+      return value.bind(target);
+    },
+  }) as BaseCheckpointSaver & { settle(): Promise<void> };
+}
 
 /** How a run ended. */
 export interface RunOutcome {
@@ -29,6 +99,7 @@ export async function finishRun(
   run: Run,
   outcome: RunOutcome,
   end: NewEntry | null,
+  claim?: { owner: string; attempt: number },
 ): Promise<void> {
   const thread = await ctx.threads.get(run.thread_id);
   const latest =
@@ -39,7 +110,9 @@ export async function finishRun(
   const { store } = ctx;
   for (;;) {
     try {
-      await store.transaction(async (tx) => {
+      const finished = await store.transaction(async (tx) => {
+        // Fenced: a worker whose claim lapsed (another took the run over) writes nothing.
+        if (claim && !(await holdsClaim(tx, run.run_id, claim))) return false;
         const writes: NewEntry[] = [];
         if (outcome.rolledBack) {
           await tx.deleteEntries(COLLECTIONS.runs, { ids: [run.run_id] });
@@ -79,7 +152,9 @@ export async function finishRun(
           });
         }
         await tx.putEntries(writes);
+        return true;
       });
+      if (!finished) return;
       break;
     } catch (e) {
       // A run created on the thread meanwhile changed it: decide its status again.
@@ -98,7 +173,7 @@ export class Worker {
   readonly owner = `worker-${newId()}`;
   readonly #stop = new AbortController();
   readonly #running = new Set<Promise<void>>();
-  readonly #controls = new Set<AbortController>();
+  readonly #held = new Set<HeldClaim>();
   #loop: Promise<void> | null = null;
 
   constructor(
@@ -118,7 +193,7 @@ export class Worker {
    */
   async stop(): Promise<void> {
     this.#stop.abort();
-    for (const c of this.#controls) c.abort('shutdown');
+    for (const h of this.#held) h.stop('shutdown');
     await this.#loop;
     await Promise.allSettled([...this.#running]);
   }
@@ -157,44 +232,18 @@ export class Worker {
     }
     const run = stored.value;
     const attempt = claimed.value.attempt;
+    const held = new HeldClaim(ctx, claimed);
+    this.#held.add(held);
+    await held.start();
     const writer = await ctx.log.writer(runId, attempt > 1);
-    const control = new AbortController();
-    this.#controls.add(control);
-    let item: ClaimedItem | null = claimed;
-    let lost = false;
-
-    // Renew the claim while running; a cancel marked on the item stops the run.
-    const renewEvery = Math.max(50, Math.floor(ctx.queue.leaseMs / 3));
-    const onChange = async () => {
-      const current = await ctx.queue.items.get(runId);
-      const action = current?.value.cancel;
-      if (!current) control.abort('interrupt');
-      else if (action && !control.signal.aborted) control.abort(action);
-    };
-    const stopListening = ctx.store.subscribeEntries(ctx.queue.items.name, (c) => {
-      if (c.id === runId) void onChange().catch(() => undefined);
-    });
-    const heartbeat = setInterval(async () => {
-      if (!item) return;
-      item = await ctx.queue.renew(item).catch(() => item);
-      if (item === null && !control.signal.aborted) {
-        lost = true;
-        control.abort('lost');
-      }
-      if (item?.value.cancel && !control.signal.aborted) control.abort(item.value.cancel);
-    }, renewEvery);
-    await onChange();
-
     let status: RunStatus = 'success';
     try {
-      await ctx.runs.put(
-        runId,
-        { ...run, status: 'running', updated_at: nowIso() },
-        { group: run.thread_id },
-      );
+      if (!(await markRunning(ctx, run, held.claim))) held.stop('lost');
       if (attempt > MAX_ATTEMPTS) throw new Error(`Run ${runId} exceeded max attempts`);
-      if (!control.signal.aborted) {
-        const startCheckpoint = run.kwargs.temporary
+      let start: { configurable?: Record<string, unknown> } | undefined;
+      let checkpointer: ReturnType<typeof fenced> | null = null;
+      if (!held.signal.aborted) {
+        start = run.kwargs.temporary
           ? undefined
           : (
               await ctx.saver.getTuple({
@@ -202,20 +251,27 @@ export class Worker {
               })
             )?.config;
         const graphId = run.kwargs.config.configurable?.graph_id as string;
-        const graph = await ctx.graph(graphId, run.kwargs.config, run.kwargs.temporary);
+        // Checkpoints are written only while the claim surely holds.
+        checkpointer = run.kwargs.temporary ? null : fenced(ctx.saver, held);
+        const graph = await ctx.graphs.get(graphId, run.kwargs.config, {
+          checkpointer,
+          store: ctx.memory,
+        });
         try {
-          for await (const e of streamRun(run, graph, { attempt, signal: control.signal }))
+          for await (const e of streamRun(run, graph, { attempt, signal: held.signal }))
             writer.append(e.event, e.data);
         } catch (e) {
-          if (!control.signal.aborted) throw e;
+          if (!held.signal.aborted) throw e;
         }
-        if (control.signal.aborted) {
-          status = 'interrupted';
-          if (control.signal.reason === 'rollback') await this.#rollBack(run, startCheckpoint);
-        }
-      } else {
+      }
+      if (held.signal.aborted) {
         status = 'interrupted';
-        if (control.signal.reason === 'rollback') await this.#rollBack(run, undefined);
+        // Undo what the graph wrote, if it ran: its own writes land first; then the thread
+        // goes back to where the run found it.
+        if (held.signal.reason === 'rollback' && checkpointer) {
+          await checkpointer.settle();
+          await this.#rollBack(run, start);
+        }
       }
     } catch (e) {
       status = 'error';
@@ -225,20 +281,19 @@ export class Worker {
           : { error: 'Error', message: String(e) };
       writer.append('error', error);
     } finally {
-      clearInterval(heartbeat);
-      stopListening();
-      this.#controls.delete(control);
+      held.release();
+      this.#held.delete(held);
     }
-    if (lost) return; // another worker took the run over; it finishes it.
-    if (control.signal.reason === 'shutdown') {
+    const reason = held.signal.reason as StopReason | undefined;
+    if (reason === 'lost') return; // another worker has the run now; it finishes it.
+    if (reason === 'shutdown') {
       await writer.flush().catch(() => undefined);
-      if (item) await ctx.queue.release(item).catch(() => undefined);
+      await ctx.queue.release(held.item).catch(() => undefined);
       return;
     }
-
-    const rolledBack = status === 'interrupted' && control.signal.reason === 'rollback';
+    const rolledBack = status === 'interrupted' && reason === 'rollback';
     const end = rolledBack ? null : await writer.endEntry();
-    await finishRun(ctx, run, { status, rolledBack }, end);
+    await finishRun(ctx, run, { status, rolledBack }, end, held.claim);
   }
 
   /**
