@@ -16,8 +16,10 @@ import type { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serve, userInput } from './support.js';
 
-const THREADS = Number(process.env.CAIRN_SERVE_LOAD_THREADS ?? 100);
-const SECOND_MESSAGES = Number(process.env.CAIRN_SERVE_LOAD_MESSAGES ?? 1000);
+// The issue's scale is 100 threads and 1,000 second messages (CAIRN_SERVE_LOAD_THREADS=100
+// CAIRN_SERVE_LOAD_MESSAGES=1000); the default keeps `pnpm test` within CI's time on two cores.
+const THREADS = Number(process.env.CAIRN_SERVE_LOAD_THREADS ?? 20);
+const SECOND_MESSAGES = Number(process.env.CAIRN_SERVE_LOAD_MESSAGES ?? 100);
 const WORKERS = 4;
 const KILLS = 20;
 const LEASE_MS = 5000;
