@@ -5,6 +5,7 @@ import { inspect } from './commands/inspect.js';
 import { migrate } from './commands/migrate.js';
 import { parseAge, prune } from './commands/prune.js';
 import { show, threads } from './commands/read.js';
+import { serve } from './commands/serve.js';
 import { copyStore } from './copy.js';
 import { CliError, openStore, parseTarget, type Target, usage } from './database.js';
 import { checkHeader, exportDump, importDump, linesOf } from './dump.js';
@@ -299,6 +300,89 @@ export const COMMANDS: Record<string, Command> = {
       );
     },
   },
+  serve: {
+    args: [],
+    summary: 'serve the graphs of a langgraph.json over the LangGraph API until Ctrl-C',
+    options: {
+      config: { type: 'string', description: 'the langgraph.json (default ./langgraph.json)' },
+      db: {
+        type: 'string',
+        description: 'the store: a SQLite file (default ./cairn.db) or a Postgres URL',
+      },
+      port: { type: 'string', description: 'the port (default 2024; 0 picks a free one)' },
+      host: { type: 'string', description: 'the interface to listen on (default 127.0.0.1)' },
+      'n-jobs-per-worker': {
+        type: 'string',
+        description: 'runs this process executes at once (default 10; 0: API only)',
+      },
+      'lease-ms': {
+        type: 'string',
+        description: "how long a run's claim holds unrenewed (default 20000)",
+      },
+      token: {
+        type: 'string',
+        description: 'require `Authorization: Bearer <token>` (or CAIRN_SERVE_TOKEN)',
+      },
+      cors: {
+        type: 'string',
+        multiple: true,
+        description: 'an origin a browser page may call from (repeatable; * for any)',
+      },
+      'allow-truncate': {
+        type: 'boolean',
+        description:
+          "serve POST /internal/truncate (deletes everything), for LangGraph's API tests",
+      },
+    },
+    help: [
+      'From `langgraph dev` to `cairn serve`, in one step: in the directory of your',
+      'langgraph.json, run `npx @cairn/cli serve` instead of `npx @langchain/langgraph-cli dev`.',
+      'The same graphs (.js/.mjs, or .ts with tsx installed), `env` and `auth.path`; the same',
+      'API on port 2024 for @langchain/langgraph-sdk, RemoteGraph and useStream. Threads, runs,',
+      'streams and the long-term store are kept in --db, so they outlive the process; on a',
+      'Postgres URL any number of `cairn serve` processes share the runs.',
+      '',
+      'Binds to 127.0.0.1 unless --host says otherwise: with another host, set --token (or an',
+      'auth hook in langgraph.json), which scopes every thread, run and cron to its caller.',
+      '--db is a SQLite file (created if missing) or a Postgres URL (?schema=name, default',
+      'cairn); serve brings its schema up to date.',
+    ],
+    run: (_args, v, io) => {
+      const int = (name: string, fallback: number, min: number) => {
+        const raw = v[name];
+        if (raw === undefined) return fallback;
+        const n = Number(raw);
+        if (!Number.isInteger(n) || n < min)
+          throw usage(
+            `--${name} must be an integer of at least ${min}, got ${JSON.stringify(raw)}`,
+          );
+        return n;
+      };
+      const port = int('port', 2024, 0);
+      if (port > 65535) throw usage(`--port must be a port number from 0 to 65535, got ${port}`);
+      const host = str(v.host) ?? '127.0.0.1';
+      const token = str(v.token) ?? process.env.CAIRN_SERVE_TOKEN;
+      const loopback = /^(localhost|127(\.\d{1,3}){3}|::1)$/.test(host);
+      if (!loopback && !token && process.env.CAIRN_SERVE_INSECURE !== '1')
+        throw usage(
+          `--host ${host} lets other machines call the server: set --token (or CAIRN_SERVE_TOKEN), or CAIRN_SERVE_INSECURE=1 to serve without auth`,
+        );
+      return serve(
+        parseTarget(str(v.db) ?? 'cairn.db'),
+        {
+          config: str(v.config) ?? 'langgraph.json',
+          port,
+          host,
+          concurrency: int('n-jobs-per-worker', 10, 0),
+          ...(v['lease-ms'] === undefined ? {} : { leaseMs: int('lease-ms', 20_000, 100) }),
+          ...(token ? { token } : {}),
+          corsOrigins: Array.isArray(v.cors) ? v.cors : [],
+          testEndpoints: !!v['allow-truncate'],
+        },
+        io,
+      );
+    },
+  },
 };
 
 const HELP_OPTION: Options = {
@@ -330,7 +414,7 @@ export function mainHelp(): string {
   return [
     'usage: cairn <command> [options]',
     '',
-    'Look into, check, migrate, dump, restore, copy and prune a Cairn database, or serve the\ninspector on it: a SQLite file or a Postgres URL.',
+    'Look into, check, migrate, dump, restore, copy and prune a Cairn database, serve the\ninspector on it, or serve LangGraph graphs on it: a SQLite file or a Postgres URL.',
     '',
     'commands:',
     ...Object.entries(COMMANDS).map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`),

@@ -113,6 +113,22 @@ export interface Lease {
   data: JsonObject;
 }
 
+/**
+ * A JSON document in a named collection: what an integration keeps beside threads (a
+ * server's runs, their queue, their streamed events). `version` is 1 when the entry is
+ * written first and grows by one with every write, for compare-and-set; `group` ties
+ * entries together (a thread's runs, a run's events) for listing and deleting them.
+ */
+export interface Entry {
+  collection: string;
+  id: string;
+  group: string | null;
+  data: JsonObject;
+  version: number;
+  createdAt: Timestamp;
+  updatedAt: Timestamp;
+}
+
 export type MemoryType = 'document' | 'fragment' | 'message' | 'description' | 'custom';
 export const MEMORY_TYPES: readonly MemoryType[] = [
   'document',

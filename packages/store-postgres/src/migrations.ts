@@ -209,6 +209,22 @@ CREATE TABLE ${s}.state_tail (
 ) WITH (fillfactor = 50);`,
     run: packStateCommits,
   },
+  {
+    // JSON documents in named collections (a server's runs, their queue and events). Ids
+    // collate in binary order, so listing by id walks the index as every store orders it.
+    name: 'entries',
+    sql: (s) => `CREATE TABLE ${s}.entries (
+  collection text COLLATE "C" NOT NULL,
+  id text COLLATE "C" NOT NULL,
+  group_id text COLLATE "C",
+  data jsonb NOT NULL,
+  version integer NOT NULL,
+  created_at double precision NOT NULL,
+  updated_at double precision NOT NULL,
+  PRIMARY KEY (collection, id)
+);
+CREATE INDEX entries_by_group ON ${s}.entries (collection, group_id, id);`,
+  },
 ];
 
 /** Moves every branch's state commits into segments, the newest as its tail, then drops their table. */

@@ -1,6 +1,7 @@
 import type {
   Branch,
   Checkpoint,
+  Entry,
   JsonObject,
   Lease,
   Memory,
@@ -29,6 +30,7 @@ import {
   BRANCH,
   CHECKPOINT,
   EMBEDDING_SPACE,
+  ENTRY,
   floatArray,
   LEASE,
   MEMORY,
@@ -611,6 +613,63 @@ export class PostgresSession implements DriverSession {
       : `UPDATE SET owner = EXCLUDED.owner, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,
            expires_at = EXCLUDED.expires_at, released_at = EXCLUDED.released_at, data = EXCLUDED.data`;
     return (await this.#insert(LEASE, lease, `ON CONFLICT (key) DO ${onConflict}`)).rowCount > 0;
+  }
+
+  // ---------------------------------------------------------------- entries
+
+  lockEntry(collection: string, id: string): Promise<Entry | null> {
+    return this.#find(ENTRY, 'collection = $1 AND id = $2 FOR UPDATE', [collection, id]);
+  }
+
+  getEntry(collection: string, id: string): Promise<Entry | null> {
+    return this.#find(ENTRY, 'collection = $1 AND id = $2', [collection, id]);
+  }
+
+  async putEntry(entry: Entry, insert: boolean): Promise<boolean> {
+    const onConflict = insert
+      ? 'NOTHING'
+      : `UPDATE SET group_id = EXCLUDED.group_id, data = EXCLUDED.data, version = EXCLUDED.version,
+           created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at`;
+    return (
+      (await this.#insert(ENTRY, entry, `ON CONFLICT (collection, id) DO ${onConflict}`)).rowCount >
+      0
+    );
+  }
+
+  async listEntries(
+    collection: string,
+    group: string | null,
+    afterId: string | null,
+    limit: number,
+  ): Promise<Entry[]> {
+    // Two statements rather than `$2 IS NULL OR …`, so each plan is the index walk it needs.
+    const [where, params] =
+      group === null
+        ? ['collection = $1 AND id > $2', [collection, afterId ?? '', limit]]
+        : [
+            'collection = $1 AND group_id = $2 AND id > $3',
+            [collection, group, afterId ?? '', limit],
+          ];
+    const rows = await this.#rows(
+      `SELECT ${ENTRY.columns} FROM ${this.#s}.entries WHERE ${where} ORDER BY id LIMIT $${params.length}`,
+      params,
+    );
+    return rows.map(ENTRY.decode);
+  }
+
+  async deleteEntries(
+    collection: string,
+    selector: { ids: string[] } | { group: string },
+  ): Promise<Array<{ id: string; group: string | null }>> {
+    const [where, value] =
+      'ids' in selector
+        ? ['id = ANY($2::text[])', selector.ids]
+        : ['group_id = $2', selector.group];
+    const rows = await this.#rows(
+      `DELETE FROM ${this.#s}.entries WHERE collection = $1 AND ${where} RETURNING id, group_id`,
+      [collection, value],
+    );
+    return rows.map((r) => ({ id: r.id as string, group: (r.group_id as string | null) ?? null }));
   }
 
   // ---------------------------------------------------------------- memories

@@ -1,6 +1,7 @@
 import type {
   Branch,
   Checkpoint,
+  Entry,
   JsonValue,
   Lease,
   Memory,
@@ -61,6 +62,10 @@ export const CHECKPOINT = table<Checkpoint>('checkpoints', 'id threadId name mes
 export const TURN = table<Turn>(
   'turns',
   'id threadId messageId source userId status state* steps* startedAt finishedAt',
+);
+export const ENTRY = table<Entry>(
+  'entries',
+  'collection id group=group_id data* version createdAt updatedAt',
 );
 export const LEASE = table<Lease>(
   'leases',

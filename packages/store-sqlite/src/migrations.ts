@@ -155,6 +155,20 @@ export const MIGRATIONS: readonly Migration[] = [
   `,
     run: backfillMessageJumps,
   },
+  // 4: entries, JSON documents in named collections (a server's runs and their events)
+  `
+  CREATE TABLE cairn_entries (
+    collection TEXT NOT NULL,
+    id TEXT NOT NULL,
+    group_id TEXT,
+    data TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (collection, id)
+  ) WITHOUT ROWID;
+  CREATE INDEX cairn_entries_group ON cairn_entries (collection, group_id, id);
+  `,
 ];
 
 /** Gives every stored message its jump pointer, a thread at a time. */

@@ -2,6 +2,7 @@ import type {
   Branch,
   CairnError,
   Checkpoint,
+  Entry,
   JsonObject,
   Lease,
   Memory,
@@ -57,6 +58,10 @@ const COMMITS = table<StateCommit>(
 const TURNS = table<Turn>(
   'cairn_turns',
   'id threadId messageId source userId status state* steps* startedAt finishedAt',
+);
+const ENTRIES = table<Entry>(
+  'cairn_entries',
+  'collection id group=group_id data* version createdAt updatedAt',
 );
 const LEASES = table<Lease>(
   'cairn_leases',
@@ -427,6 +432,52 @@ class SqliteSession implements DriverSession {
     return afterKey === null
       ? this.#list(LEASES, 'ORDER BY key LIMIT ?', limit)
       : this.#list(LEASES, 'WHERE key > ? ORDER BY key LIMIT ?', afterKey, limit);
+  }
+
+  // ---------------------------------------------------------------- entries
+
+  getEntry(collection: string, id: string): Entry | null {
+    return this.#get(ENTRIES, 'WHERE collection = ? AND id = ?', collection, id);
+  }
+
+  putEntry(entry: Entry, insert: boolean): boolean {
+    const onConflict = insert
+      ? 'NOTHING'
+      : `UPDATE SET group_id = excluded.group_id, data = excluded.data, version = excluded.version,
+           created_at = excluded.created_at, updated_at = excluded.updated_at`;
+    const sql = `${insertSql(ENTRIES)} ON CONFLICT (collection, id) DO ${onConflict}`;
+    return this.#run(sql, ENTRIES.encode(entry)) === 1;
+  }
+
+  listEntries(
+    collection: string,
+    group: string | null,
+    afterId: string | null,
+    limit: number,
+  ): Entry[] {
+    return this.#list(
+      ENTRIES,
+      `WHERE collection = @collection AND (@group IS NULL OR group_id = @group)
+         AND (@afterId IS NULL OR id > @afterId) ORDER BY id LIMIT @limit`,
+      { collection, group, afterId, limit },
+    );
+  }
+
+  deleteEntries(
+    collection: string,
+    selector: { ids: string[] } | { group: string },
+  ): Array<{ id: string; group: string | null }> {
+    const where =
+      'ids' in selector ? 'id IN (SELECT value FROM json_each(@ids))' : 'group_id = @group';
+    const params =
+      'ids' in selector
+        ? { collection, ids: JSON.stringify(selector.ids) }
+        : { collection, group: selector.group };
+    return this.#raw(
+      `DELETE FROM cairn_entries WHERE collection = @collection AND ${where} RETURNING id, group_id`,
+      (r) => ({ id: r[0] as string, group: r[1] as string | null }),
+      params,
+    );
   }
 
   // ---------------------------------------------------------------- memories

@@ -14,6 +14,7 @@ import type {
   Branch,
   CairnError,
   Checkpoint,
+  Entry,
   JsonObject,
   Lease,
   Memory,
@@ -325,6 +326,41 @@ export interface DriverSession {
   putLease(lease: Lease, insert: boolean): MaybePromise<boolean>;
   /** Leases with `key > afterKey` (all when null), by key (binary order), at most `limit`. */
   listLeases(afterKey: string | null, limit: number): MaybePromise<Lease[]>;
+
+  // ---------------------------------------------------------------- entries
+
+  /**
+   * The entry, locked until the session ends (e.g. `SELECT … FOR UPDATE`) so that the
+   * front door's compare-and-set is atomic against other sessions. Only called in write
+   * sessions. Optional, as `lockLease` is: without it the front door reads.
+   */
+  lockEntry?(collection: string, id: string): MaybePromise<Entry | null>;
+  getEntry(collection: string, id: string): MaybePromise<Entry | null>;
+  /**
+   * Writes the entry as given. With `insert: true` (no row existed when locked) it
+   * inserts only if the key is still absent and returns false, writing nothing, when
+   * another session inserted it first (the front door then locks and decides again).
+   * Otherwise it replaces the row and returns true.
+   */
+  putEntry(entry: Entry, insert: boolean): MaybePromise<boolean>;
+  /**
+   * The collection's entries (only those of `group` when not null) with `id > afterId`
+   * (all when null), by id in binary order, at most `limit`.
+   */
+  listEntries(
+    collection: string,
+    group: string | null,
+    afterId: string | null,
+    limit: number,
+  ): MaybePromise<Entry[]>;
+  /**
+   * Deletes the collection's entries of these ids, or of this group; returns the deleted
+   * entries' ids and groups (for the front door's notifications).
+   */
+  deleteEntries(
+    collection: string,
+    selector: { ids: string[] } | { group: string },
+  ): MaybePromise<Array<{ id: string; group: string | null }>>;
 
   // ---------------------------------------------------------------- memories
 

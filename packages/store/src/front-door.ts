@@ -3,6 +3,7 @@ import {
   CairnError,
   type Checkpoint,
   conflict,
+  type Entry,
   invalidArgument,
   isCairnError,
   type JsonObject,
@@ -16,7 +17,7 @@ import {
   type Turn,
 } from '@cairn/core';
 import type { Driver, DriverSession, StateCommitDraft } from './driver.js';
-import { ChangeEmitter } from './emitter.js';
+import { type Change, ChangeEmitter } from './emitter.js';
 import { asCairnError } from './failures.js';
 import { Gate } from './gate.js';
 import { cosineSimilarity, searchTerms } from './memory-search.js';
@@ -25,7 +26,10 @@ import type {
   AcquireLeaseInput,
   ChainOptions,
   EmbeddingSpace,
+  EntryListener,
+  EntrySelector,
   LatestCommitQuery,
+  ListEntriesOptions,
   ListMemoriesOptions,
   ListThreadsOptions,
   LockOptions,
@@ -35,6 +39,7 @@ import type {
   MemorySearch,
   NewBranch,
   NewCheckpoint,
+  NewEntry,
   NewMemory,
   NewMessage,
   NewStateCommit,
@@ -54,6 +59,8 @@ import {
   checkCachedEmbeddings,
   checkChainOptions,
   checkContentHashes,
+  checkEntryBatch,
+  checkEntrySelector,
   checkId,
   checkIdList,
   checkLatestCommitQuery,
@@ -61,6 +68,7 @@ import {
   checkLeaseInput,
   checkLeases,
   checkLimit,
+  checkListEntriesOptions,
   checkListMemoriesOptions,
   checkListThreadsOptions,
   checkLockOptions,
@@ -87,6 +95,7 @@ import {
   messageBatchLookups,
   normalizeNewMemories,
   normalizeNewMessages,
+  planEntryPut,
   planLeaseAcquire,
   planLeaseRelease,
   planLeaseRenew,
@@ -142,15 +151,27 @@ class Door {
     return translated ?? asCairnError(e, "the store's database failed");
   }
 
-  emit(changes: StoreChange[]): void {
+  emit(changes: Change[]): void {
     for (const emitter of this.#peers) for (const c of changes) emitter.emit(c);
   }
 
   /** Changes as the driver publishes them to other instances: text, naming this one. */
-  encode(changes: StoreChange[]): string[] {
-    return changes.map(({ threadId: t, kind: k, branchId: b, headMessageId: h, version: v }) =>
-      JSON.stringify({ o: this.origin, t, k, b, h, v }),
-    );
+  encode(changes: Change[]): string[] {
+    return changes.map((c) => {
+      if (c.kind === 'entry') {
+        const { collection, id, group, version } = c.entry;
+        return JSON.stringify({
+          o: this.origin,
+          k: 'entry',
+          c: collection,
+          i: id,
+          g: group,
+          v: version,
+        });
+      }
+      const { threadId: t, kind: k, branchId: b, headMessageId: h, version: v } = c;
+      return JSON.stringify({ o: this.origin, t, k, b, h, v });
+    });
   }
 
   /** Starts hearing other instances' changes, once, for drivers that publish them. */
@@ -172,9 +193,22 @@ class Door {
 }
 
 /** A published change, or null for a payload that is not one. */
-function decodeChange(payload: string): { origin: string; change: StoreChange } | null {
+function decodeChange(payload: string): { origin: string; change: Change } | null {
   try {
     const p = JSON.parse(payload) as Record<string, unknown>;
+    if (
+      typeof p.o === 'string' &&
+      p.k === 'entry' &&
+      typeof p.c === 'string' &&
+      typeof p.i === 'string'
+    ) {
+      const group = typeof p.g === 'string' ? p.g : null;
+      const version = typeof p.v === 'number' ? p.v : null;
+      return {
+        origin: p.o,
+        change: { kind: 'entry', entry: { collection: p.c, id: p.i, group, version } },
+      };
+    }
     if (typeof p.o !== 'string' || typeof p.t !== 'string' || typeof p.k !== 'string') return null;
     const change = { threadId: p.t, kind: p.k as StoreChange['kind'] } as StoreChange;
     if (typeof p.b === 'string') change.branchId = p.b;
@@ -294,11 +328,11 @@ function touchBatch(drafts: MessageDraft[], touch: Touch): void {
 /** The session of a running `transaction(fn)`: its driver session and what it changed. */
 interface TxState {
   session: DriverSession;
-  pending: StoreChange[];
+  pending: Change[];
   ended: boolean;
 }
 
-type Touch = (change: StoreChange) => void;
+type Touch = (change: Change) => void;
 
 /**
  * The one `Store` implementation: every argument check, guard, error and session rule
@@ -331,7 +365,7 @@ class FrontDoor implements Store {
     const d = this.#d;
     const tx = this.#tx;
     if (tx) {
-      const changes: StoreChange[] = [];
+      const changes: Change[] = [];
       try {
         const result = write
           ? await tx.session.savepoint(() => fn(tx.session, (c) => changes.push(c)))
@@ -342,7 +376,7 @@ class FrontDoor implements Store {
         throw d.translate(e);
       }
     }
-    const changes: StoreChange[] = [];
+    const changes: Change[] = [];
     const result = await d.gate.shared(async () => {
       try {
         return await d.driver.run(
@@ -1098,6 +1132,66 @@ class FrontDoor implements Store {
         await s.putTurn(t);
       }
     });
+  }
+
+  // ---------------------------------------------------------------- entries
+
+  async putEntries(entries: NewEntry[]): Promise<Entry[]> {
+    this.#open();
+    const drafts = checkEntryBatch(entries);
+    if (drafts.length === 0) return [];
+    return this.#write(async (s, touch) => {
+      const written: Entry[] = [];
+      for (const draft of drafts) {
+        // A first write races on the insert; the loser locks the winner's row and decides again.
+        for (;;) {
+          const current = await (s.lockEntry ?? s.getEntry).call(s, draft.collection, draft.id);
+          const entry = planEntryPut(current, draft, this.#d.now());
+          if (!(await s.putEntry(entry, current === null))) continue;
+          written.push(entry);
+          const { collection, id, group, version } = entry;
+          touch({ kind: 'entry', entry: { collection, id, group, version } });
+          break;
+        }
+      }
+      return written;
+    });
+  }
+
+  async getEntry(collection: string, id: string): Promise<Entry | null> {
+    this.#open();
+    checkName(collection, 'collection');
+    checkName(id, 'entry id');
+    return this.#read(async (s) => s.getEntry(collection, id));
+  }
+
+  async listEntries(collection: string, options: ListEntriesOptions = {}): Promise<Entry[]> {
+    this.#open();
+    checkName(collection, 'collection');
+    const { group, afterId, limit } = checkListEntriesOptions(options);
+    return this.#read(async (s) => s.listEntries(collection, group, afterId, limit));
+  }
+
+  async deleteEntries(collection: string, selector: EntrySelector): Promise<number> {
+    this.#open();
+    checkName(collection, 'collection');
+    const which = checkEntrySelector(selector);
+    if (which.ids?.length === 0) return 0;
+    return this.#write(async (s, touch) => {
+      const deleted = await s.deleteEntries(collection, which as EntrySelector);
+      for (const { id, group } of deleted)
+        touch({ kind: 'entry', entry: { collection, id, group, version: null } });
+      return deleted.length;
+    });
+  }
+
+  subscribeEntries(collection: string, listener: EntryListener): () => void {
+    this.#open();
+    checkName(collection, 'collection');
+    if (typeof listener !== 'function')
+      throw invalidArgument('subscribeEntries expects a listener function');
+    this.#d.listen();
+    return this.#d.emitter.subscribeEntries(collection, listener);
   }
 
   async listLeases(options: PageOptions = {}): Promise<Page<Lease>> {

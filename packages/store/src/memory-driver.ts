@@ -2,6 +2,7 @@ import {
   AsyncLock,
   type Branch,
   type Checkpoint,
+  type Entry,
   type Lease,
   type Memory,
   type Message,
@@ -30,6 +31,8 @@ export interface MemoryStoreOptions {
 }
 
 const copy = <T>(value: T): T => structuredClone(value);
+
+const entryKey = (collection: string, id: string) => JSON.stringify([collection, id]);
 
 type Seq<T> = T & { seq: number };
 
@@ -103,6 +106,8 @@ class MemoryDriver implements Driver, DriverSession {
   readonly #commits = new Table<StateCommit[]>(this.#journal);
   readonly #turns = new Table<Turn>(this.#journal);
   readonly #leases = new Table<Lease>(this.#journal);
+  /** By collection and id (`entryKey`). */
+  readonly #entries = new Table<Entry>(this.#journal);
   readonly #memories = new Table<Seq<Memory>>(this.#journal);
   readonly #settings = new Table<EmbeddingSpace>(this.#journal);
   readonly #cache = new Table<number[]>(this.#journal);
@@ -394,6 +399,43 @@ class MemoryDriver implements Driver, DriverSession {
   }
   listLeases(afterKey: string | null, limit: number): Lease[] {
     return afterKeyPage([...this.#leases.values()], (l) => l.key, afterKey, limit).map(copy);
+  }
+
+  // ---------------------------------------------------------------- entries
+
+  getEntry(collection: string, id: string): Entry | null {
+    const e = this.#entries.get(entryKey(collection, id));
+    return e ? copy(e) : null;
+  }
+  putEntry(entry: Entry, insert: boolean): boolean {
+    const key = entryKey(entry.collection, entry.id);
+    if (insert && this.#entries.get(key)) return false;
+    this.#entries.set(key, copy(entry));
+    return true;
+  }
+  listEntries(
+    collection: string,
+    group: string | null,
+    afterId: string | null,
+    limit: number,
+  ): Entry[] {
+    const rows = [...this.#entries.values()].filter(
+      (e) => e.collection === collection && (group === null || e.group === group),
+    );
+    return afterKeyPage(rows, (e) => e.id, afterId, limit).map(copy);
+  }
+  deleteEntries(
+    collection: string,
+    selector: { ids: string[] } | { group: string },
+  ): Array<{ id: string; group: string | null }> {
+    const doomed =
+      'ids' in selector
+        ? selector.ids.flatMap((id) => this.#entries.get(entryKey(collection, id)) ?? [])
+        : [...this.#entries.values()].filter(
+            (e) => e.collection === collection && e.group === selector.group,
+          );
+    for (const e of doomed) this.#entries.delete(entryKey(collection, e.id));
+    return doomed.map(({ id, group }) => ({ id, group }));
   }
 
   // ---------------------------------------------------------------- memories

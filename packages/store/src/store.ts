@@ -1,6 +1,7 @@
 import type {
   Branch,
   Checkpoint,
+  Entry,
   JsonObject,
   JsonValue,
   Lease,
@@ -238,6 +239,44 @@ export interface PageOptions {
   cursor?: string | null;
 }
 
+/** An entry to write with `putEntries`. */
+export interface NewEntry {
+  collection: string;
+  id: string;
+  /** Ties entries together for `listEntries` and `deleteEntries`; null (the default) for none. */
+  group?: string | null;
+  data: JsonObject;
+  /**
+   * Compare-and-set: `null` writes only a new entry (`CONFLICT` when the id is taken); a
+   * number writes only over the entry at that version (`CONFLICT` otherwise, also when
+   * it is missing). Left out, the entry is written whatever is stored.
+   */
+  expectedVersion?: number | null;
+}
+
+export interface ListEntriesOptions {
+  /** Only the entries of this group. */
+  group?: string;
+  /** Only entries whose id comes after this one (binary order): the last id of the previous page. */
+  afterId?: string;
+  /** At most this many (default 100, at most 10 000). */
+  limit?: number;
+}
+
+/** Which entries of a collection `deleteEntries` removes: these ids, or a whole group. */
+export type EntrySelector = { ids: string[] } | { group: string };
+
+/** A change to an entry, as `subscribeEntries` hears it. */
+export interface EntryChange {
+  collection: string;
+  id: string;
+  group: string | null;
+  /** The version written, or null when the entry was deleted. */
+  version: number | null;
+}
+
+export type EntryListener = (change: EntryChange) => void;
+
 export interface StoreChange {
   threadId: string;
   kind: 'thread' | 'messages' | 'branch' | 'checkpoint' | 'state';
@@ -418,6 +457,34 @@ export interface Store {
     embedderId: string,
     entries: Array<{ contentHash: string; embedding: number[] }>,
   ): Promise<void>;
+
+  // entries: JSON documents in named collections
+  /**
+   * Writes a batch of entries atomically: all of them or, on any error, none. A new entry
+   * gets version 1, a rewritten one its stored version + 1 (its `createdAt` kept). Each
+   * entry's `expectedVersion`, when given, must hold, or the call is `CONFLICT` and
+   * writes nothing.
+   *
+   * @example
+   * ```ts
+   * const [run] = await store.putEntries([
+   *   { collection: 'runs', id: 'run-1', group: 'thread-1', data: { status: 'pending' }, expectedVersion: null },
+   * ]);
+   * await store.putEntries([{ ...run!, data: { status: 'running' }, expectedVersion: run!.version }]);
+   * ```
+   */
+  putEntries(entries: NewEntry[]): Promise<Entry[]>;
+  getEntry(collection: string, id: string): Promise<Entry | null>;
+  /** A collection's entries (of one group, when given) by id in binary order, a page at a time. */
+  listEntries(collection: string, options?: ListEntriesOptions): Promise<Entry[]>;
+  /** Deletes the entries of these ids, or of a group; returns how many there were. */
+  deleteEntries(collection: string, selector: EntrySelector): Promise<number>;
+  /**
+   * Listens for writes and deletes of a collection's entries (from other processes too,
+   * where `capabilities.notifications` is `cluster`); returns the function that stops
+   * listening.
+   */
+  subscribeEntries(collection: string, listener: EntryListener): () => void;
 
   // whole records: backups, dumps and copies between stores
   /**

@@ -8,6 +8,7 @@ import {
   CairnError,
   type Checkpoint,
   conflict,
+  type Entry,
   findNonJson,
   type JsonObject,
   type JsonValue,
@@ -28,7 +29,9 @@ import type {
   AcquireLeaseInput,
   ChainOptions,
   EmbeddingSpace,
+  EntrySelector,
   LatestCommitQuery,
+  ListEntriesOptions,
   ListMemoriesOptions,
   ListThreadsOptions,
   LockOptions,
@@ -37,6 +40,7 @@ import type {
   MemorySearch,
   NewBranch,
   NewCheckpoint,
+  NewEntry,
   NewMemory,
   NewMessage,
   NewStateCommit,
@@ -1159,4 +1163,111 @@ export function checkLeases(leases: Lease[]): Lease[] {
       data: checkObject(l.data, `leases[${i}].data`),
     };
   });
+}
+
+// ---------------------------------------------------------------- entries
+
+/** An entry of a `putEntries` batch, checked: what to write and the version it expects. */
+export interface EntryDraft {
+  collection: string;
+  id: string;
+  group: string | null;
+  data: JsonObject;
+  expectedVersion: number | null | undefined;
+}
+
+/** The most entries one `putEntries` call writes. */
+export const MAX_ENTRY_BATCH = 1000;
+
+/** A `putEntries` batch: each entry's fields, no entry twice. */
+export function checkEntryBatch(batch: NewEntry[]): EntryDraft[] {
+  if (!Array.isArray(batch)) throw invalid('putEntries expects an array of entries');
+  if (batch.length > MAX_ENTRY_BATCH)
+    throw invalid(`putEntries takes at most ${MAX_ENTRY_BATCH} entries, got ${batch.length}`);
+  const seen = new Set<string>();
+  return batch.map((e, i) => {
+    if (typeof e !== 'object' || e === null)
+      throw invalid(`entries[${i}] must be an object, got ${show(e)}`);
+    const collection = checkName(e.collection, `entries[${i}].collection`);
+    const id = checkName(e.id, `entries[${i}].id`);
+    const key = JSON.stringify([collection, id]);
+    if (seen.has(key))
+      throw invalid(
+        `entries[${i}]: entry ${show(id)} of ${show(collection)} is twice in the batch`,
+      );
+    seen.add(key);
+    const v = e.expectedVersion;
+    if (v !== undefined && v !== null && (!Number.isSafeInteger(v) || v < 1))
+      throw invalid(
+        `entries[${i}].expectedVersion must be null or a positive integer, got ${show(v)}`,
+      );
+    return {
+      collection,
+      id,
+      group: checkOptionalId(e.group, `entries[${i}].group`),
+      data: checkObject(e.data, `entries[${i}].data`),
+      expectedVersion: v,
+    };
+  });
+}
+
+/**
+ * What `putEntries` writes for one checked entry over what is stored: the rule of
+ * compare-and-set and versions every store follows.
+ */
+export function planEntryPut(current: Entry | null, draft: EntryDraft, now: number): Entry {
+  const expected = draft.expectedVersion;
+  const where = `entry ${show(draft.id)} of ${show(draft.collection)}`;
+  if (expected === null && current)
+    throw conflict(`${where} already exists (version ${current.version})`, {
+      collection: draft.collection,
+      id: draft.id,
+      version: current.version,
+    });
+  if (typeof expected === 'number' && current?.version !== expected)
+    throw conflict(
+      current
+        ? `${where} is at version ${current.version}, not ${expected}`
+        : `${where} does not exist (expected version ${expected})`,
+      { collection: draft.collection, id: draft.id, version: current?.version ?? null },
+    );
+  return {
+    collection: draft.collection,
+    id: draft.id,
+    group: draft.group,
+    data: draft.data,
+    version: (current?.version ?? 0) + 1,
+    createdAt: current?.createdAt ?? now,
+    updatedAt: now,
+  };
+}
+
+/** `listEntries` options: the group, the id to start after, the limit. */
+export function checkListEntriesOptions(options: ListEntriesOptions): {
+  group: string | null;
+  afterId: string | null;
+  limit: number;
+} {
+  checkObjectArgument(options, 'listEntries options');
+  return {
+    group: options.group === undefined ? null : checkName(options.group, 'group'),
+    afterId: options.afterId === undefined ? null : checkName(options.afterId, 'afterId'),
+    limit: checkLimit(options.limit, 'limit', 100, 10_000),
+  };
+}
+
+/** `deleteEntries`' selector: ids (at most 1000) or a group. */
+export function checkEntrySelector(
+  selector: EntrySelector,
+): { ids: string[]; group?: never } | { group: string; ids?: never } {
+  checkObjectArgument(selector, 'deleteEntries selector');
+  const s = selector as { ids?: unknown; group?: unknown };
+  if ((s.ids === undefined) === (s.group === undefined))
+    throw invalid('deleteEntries takes exactly one of ids and group');
+  if (s.group !== undefined) return { group: checkName(s.group, 'group') };
+  if (!Array.isArray(s.ids) || s.ids.length > MAX_ENTRY_BATCH)
+    throw invalid(
+      `ids must be an array of at most ${MAX_ENTRY_BATCH} entry ids, got ${show(s.ids)}`,
+    );
+  return { ids: [...new Set(s.ids.map((id, i) => checkName(id, `ids[${i}]`)))] };
 }

@@ -4,6 +4,7 @@ import { describeBranches } from './specs/branches.js';
 import { describeCheckpoints } from './specs/checkpoints.js';
 import { describeDifferential } from './specs/differential.js';
 import { describeEmbeddingSpace } from './specs/embedding-space.js';
+import { describeEntries } from './specs/entries.js';
 import { describeKeywordSearch } from './specs/keyword-search.js';
 import { describeLeases } from './specs/leases.js';
 import { describeLifecycle } from './specs/lifecycle.js';
@@ -35,6 +36,7 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeStateCommits,
   describeTurns,
   describeLeases,
+  describeEntries,
   describeMemories,
   describeRecords,
   describeScopeIsolation,

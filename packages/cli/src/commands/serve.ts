@@ -1,0 +1,80 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { createCairnServer, loadConfig, type ServerAuth } from '@cairn/server';
+import { CliError, openStore, type Target } from '../database.js';
+import type { Io } from '../output.js';
+
+export interface ServeOptions {
+  config: string;
+  port: number;
+  host: string;
+  concurrency: number;
+  leaseMs?: number;
+  token?: string;
+  corsOrigins: string[];
+  testEndpoints: boolean;
+}
+
+/** The auth hook a `langgraph.json` names (`auth.path`: `./auth.js:auth`): a `ServerAuth` or an `authenticate` function. */
+async function loadAuth(spec: string, cwd: string): Promise<ServerAuth> {
+  const colon = spec.lastIndexOf(':');
+  const file = resolve(cwd, colon > 1 ? spec.slice(0, colon) : spec);
+  const name = colon > 1 ? spec.slice(colon + 1) : 'default';
+  const value = (await import(pathToFileURL(file).href))[name];
+  if (typeof value === 'function') return { authenticate: value };
+  if (value && (typeof value.authenticate === 'function' || typeof value.tokens === 'object'))
+    return value;
+  throw new CliError(`${spec} must export { authenticate(request) } or an authenticate function`);
+}
+
+/**
+ * Serves the graphs of a `langgraph.json` over the LangGraph Agent Protocol on the
+ * database until SIGINT or SIGTERM, then stops the worker (its runs go back to the
+ * queue) and closes the store.
+ */
+export async function serve(t: Target, o: ServeOptions, io: Io): Promise<number> {
+  if (!existsSync(o.config))
+    throw new CliError(`no such file: ${o.config} (a langgraph.json naming the graphs)`);
+  const config = loadConfig(o.config);
+  for (const [k, v] of Object.entries(config.env)) process.env[k] ??= v;
+  let graphConfig: Record<string, Record<string, unknown>> | undefined;
+  if (process.env.LANGGRAPH_CONFIG) {
+    try {
+      graphConfig = JSON.parse(process.env.LANGGRAPH_CONFIG);
+    } catch {
+      throw new CliError('LANGGRAPH_CONFIG is not JSON');
+    }
+  }
+  const auth: ServerAuth | undefined = o.token
+    ? { tokens: { [o.token]: 'default' } }
+    : config.authPath
+      ? await loadAuth(config.authPath, config.cwd)
+      : undefined;
+  const store = await openStore(t, t.kind === 'sqlite' ? 'create' : 'migrate');
+  try {
+    const server = await createCairnServer({
+      store,
+      graphs: config.graphs,
+      cwd: config.cwd,
+      concurrency: o.concurrency,
+      corsOrigins: o.corsOrigins,
+      testEndpoints: o.testEndpoints,
+      ...(auth ? { auth } : {}),
+      ...(graphConfig ? { graphConfig } : {}),
+      ...(o.leaseMs === undefined ? {} : { leaseMs: o.leaseMs }),
+    });
+    const { url } = await server.listen(o.port, o.host);
+    io.stdout.write(
+      `serving ${Object.keys(config.graphs).join(', ')} on ${t.label} at ${url}${auth ? ' (auth required)' : ''}; Ctrl-C stops it\n`,
+    );
+    await new Promise<void>((done) => {
+      process.once('SIGINT', done);
+      process.once('SIGTERM', done);
+    });
+    await server.close();
+    return 0;
+  } finally {
+    await store.close();
+  }
+}

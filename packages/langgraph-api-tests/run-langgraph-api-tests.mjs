@@ -1,0 +1,267 @@
+// Runs LangGraph's own API end-to-end tests against `cairn serve`, on SQLite and on Postgres.
+//
+// The tests are LangGraph's code and are never committed here: this script extracts
+// libs/langgraph-api/tests from a langgraphjs mirror (a bare git directory; path from
+// CAIRN_LANGGRAPH_MIRROR) at a pinned commit into a temporary directory, starts
+// `cairn serve` on its test graphs at 127.0.0.1:2024 (the port the tests call), runs them
+// with vitest through @langchain/langgraph-sdk, and reports passed/failed per describe block.
+// Without the mirror it skips, saying so; with CAIRN_REQUIRE_LANGGRAPH_API=1 that is a failure.
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const MIRROR = process.env.CAIRN_LANGGRAPH_MIRROR ?? '/work/.mirror/langchain-ai+langgraphjs/repo';
+/** The langgraphjs commit whose tests run (libs/langgraph-api 1.4.5). */
+const COMMIT = 'f8bdf16d4fe23a79e945ea5dc6f86bbf09abb77d';
+/** The port the tests call. */
+const TEST_PORT = 2024;
+const CLI = join(here, 'node_modules/@cairn/cli/dist/bin.js');
+const POSTGRES_URL = process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** Runs one statement on the Postgres test server; null when it cannot be reached. */
+async function postgres(sql) {
+  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    await client.query(sql);
+    return true;
+  } catch (e) {
+    if (client._connected) throw e;
+    return null;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/**
+ * Tests that do not apply to `cairn serve`, by full name, and why. Any other test must pass.
+ */
+const STATIC_SCHEMA =
+  "reads JSON schemas that the LangGraph API server extracts from the graph's TypeScript source with the TypeScript compiler (Annotation types); cairn serve reads schemas from the running graph (StateSchema, Zod), where an Annotation graph has none";
+const NOT_APPLICABLE = {
+  'assistants > schemas': STATIC_SCHEMA,
+  'subgraphs > get subgraphs': STATIC_SCHEMA,
+  'runtime API > schema': STATIC_SCHEMA,
+  'generative ui':
+    "langgraph.json's `ui` (React components bundled and served by the LangGraph CLI): cairn serve serves graphs, not UI bundles",
+  'custom routes':
+    "langgraph.json's `http.app` (a Hono app mounted into the LangGraph API server): not part of cairn serve",
+  'custom routes - mutate request body': "langgraph.json's `http.app`: not part of cairn serve",
+  'custom routes - langgraph': "langgraph.json's `http.app`: not part of cairn serve",
+};
+
+/** Every test but those that do not apply (vitest matches a test's names joined by spaces). */
+function applicablePattern() {
+  const literal = (t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const names = Object.keys(NOT_APPLICABLE).map((n) => literal(n.split(' > ').join(' ')));
+  return `^(?!(${names.join('|')})$)`;
+}
+
+function log(line) {
+  process.stdout.write(`${line}\n`);
+}
+
+/** TEST_PORT when 127.0.0.1 can bind it, else a free port (some machines hold 2024 on 0.0.0.0). */
+async function choosePort() {
+  const tryPort = (port) =>
+    new Promise((resolve) => {
+      const probe = createServer();
+      probe.once('error', () => resolve(null));
+      probe.listen(port, '127.0.0.1', () => {
+        const { port: bound } = probe.address();
+        probe.close(() => resolve(bound));
+      });
+    });
+  return (await tryPort(TEST_PORT)) ?? (await tryPort(0));
+}
+
+/**
+ * Extracts the tests at COMMIT into a new temporary directory with this package's
+ * node_modules. When the port is not TEST_PORT, the copy calls that port instead (the
+ * one change made to it).
+ */
+function extract(port) {
+  const dir = mkdtempSync(join(tmpdir(), 'cairn-langgraph-api-'));
+  const archive = execFileSync(
+    'git',
+    [`--git-dir=${MIRROR}`, 'archive', COMMIT, 'libs/langgraph-api/tests'],
+    {
+      maxBuffer: 256 * 1024 * 1024,
+    },
+  );
+  execFileSync('tar', ['x', '-C', dir], { input: archive });
+  symlinkSync(join(here, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  const tests = join(dir, 'libs/langgraph-api/tests');
+  if (port !== TEST_PORT) {
+    const file = join(tests, 'api.test.mts');
+    writeFileSync(
+      file,
+      readFileSync(file, 'utf8').replaceAll(`localhost:${TEST_PORT}`, `localhost:${port}`),
+    );
+    log(`port ${TEST_PORT} is taken on this machine: the tests call cairn serve on port ${port}`);
+  }
+  writeFileSync(
+    join(tests, 'vitest.config.mjs'),
+    `export default { test: { include: ['api.test.mts'], testTimeout: 30000, hookTimeout: 60000, fileParallelism: false } };\n`,
+  );
+  return { dir, tests };
+}
+
+async function waitForServer(child, output, port) {
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  for (let i = 0; i < 1200; i++) {
+    const code = await Promise.race([
+      exited,
+      new Promise((r) => setTimeout(() => r(undefined), 100)),
+    ]);
+    if (code !== undefined) throw new Error(`cairn serve exited with ${code}:\n${output()}`);
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/ok`);
+      if (res.ok) return;
+    } catch {}
+  }
+  throw new Error(`cairn serve did not answer on /ok within 120 s:\n${output()}`);
+}
+
+/** Starts `cairn serve` on the extracted graphs and `db`, runs the tests, stops it; returns vitest's JSON report. */
+async function runOn(label, db, tests, port) {
+  log(`\n== LangGraph API tests on ${label}`);
+  const server = spawn(
+    process.execPath,
+    [
+      CLI,
+      'serve',
+      '--config',
+      join(tests, 'graphs/langgraph.json'),
+      '--db',
+      db,
+      '--port',
+      String(port),
+      '--host',
+      '127.0.0.1',
+      '--lease-ms',
+      '5000',
+      '--allow-truncate',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } },
+  );
+  let serverLog = '';
+  server.stdout.on('data', (d) => (serverLog += d));
+  server.stderr.on('data', (d) => (serverLog += d));
+  try {
+    await waitForServer(server, () => serverLog, port);
+    const report = join(tests, `report-${label}.json`);
+    const env = { ...process.env };
+    // The tests spawn LangGraph's own server when CI is set; here `cairn serve` is the server.
+    delete env.CI;
+    const vitest = spawn(
+      process.execPath,
+      [
+        join(here, 'node_modules/vitest/vitest.mjs'),
+        'run',
+        '--config',
+        'vitest.config.mjs',
+        '--reporter=default',
+        '--reporter=json',
+        `--outputFile.json=${report}`,
+        `--testNamePattern=${applicablePattern()}`,
+      ],
+      { cwd: tests, stdio: 'inherit', env },
+    );
+    await new Promise((resolve) => vitest.once('exit', resolve));
+    if (!existsSync(report))
+      throw new Error(`vitest wrote no report; cairn serve said:\n${serverLog}`);
+    return JSON.parse(readFileSync(report, 'utf8'));
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((resolve) =>
+      server.exitCode !== null ? resolve() : server.once('exit', resolve),
+    );
+    if (process.env.CAIRN_SERVE_LOG) log(serverLog);
+  }
+}
+
+/** Passed and failed per describe block; failures of tests that apply. */
+function summarize(label, report) {
+  const blocks = new Map();
+  const unexpected = [];
+  for (const file of report.testResults)
+    for (const t of file.assertionResults) {
+      const block = t.ancestorTitles[0] ?? '(top level)';
+      const b = blocks.get(block) ?? { passed: 0, failed: 0, notApplicable: 0, skipped: 0 };
+      const name = [...t.ancestorTitles, t.title].join(' > ');
+      if (t.status === 'passed') b.passed++;
+      else if (NOT_APPLICABLE[name]) b.notApplicable++;
+      else if (t.status === 'failed') {
+        b.failed++;
+        unexpected.push(`${name}: ${(t.failureMessages?.[0] ?? '').split('\n')[0]}`);
+      } else b.skipped++;
+      blocks.set(block, b);
+    }
+  log(`\nLangGraph API tests on ${label}, per describe block:`);
+  for (const [block, b] of blocks)
+    log(
+      `  ${block.padEnd(28)} ${b.passed} passed, ${b.failed} failed${b.notApplicable ? `, ${b.notApplicable} not applicable` : ''}${b.skipped ? `, ${b.skipped} skipped` : ''}`,
+    );
+  for (const u of unexpected) log(`  FAILED ${u}`);
+  const seen = new Set();
+  for (const file of report.testResults)
+    for (const t of file.assertionResults) {
+      const name = [...t.ancestorTitles, t.title].join(' > ');
+      if (NOT_APPLICABLE[name] && !seen.has(name)) {
+        seen.add(name);
+        log(`  not applicable: ${name}: ${NOT_APPLICABLE[name]}`);
+      }
+    }
+  return unexpected.length;
+}
+
+async function main() {
+  if (!existsSync(MIRROR)) {
+    const message = `no langgraphjs mirror at ${MIRROR} (set CAIRN_LANGGRAPH_MIRROR): LangGraph's API tests skipped`;
+    if (process.env.CAIRN_REQUIRE_LANGGRAPH_API === '1') throw new Error(message);
+    log(message);
+    return 0;
+  }
+  const port = await choosePort();
+  const { dir, tests } = extract(port);
+  let failures = 0;
+  try {
+    const sqliteDir = mkdtempSync(join(tmpdir(), 'cairn-serve-'));
+    try {
+      failures += summarize(
+        'sqlite',
+        await runOn('sqlite', join(sqliteDir, 'serve.db'), tests, port),
+      );
+    } finally {
+      rmSync(sqliteDir, { recursive: true, force: true });
+    }
+    const schema = `cairn_serve_${process.pid}_${Date.now()}`;
+    if ((await postgres('SELECT 1')) === null) {
+      const message = `no Postgres server at ${POSTGRES_URL}: LangGraph's API tests on Postgres skipped`;
+      if (process.env.CAIRN_REQUIRE_POSTGRES === '1') throw new Error(message);
+      log(message);
+    } else {
+      const url = new URL(POSTGRES_URL);
+      url.searchParams.set('schema', schema);
+      try {
+        failures += summarize('postgres', await runOn('postgres', url.toString(), tests, port));
+      } finally {
+        await postgres(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return failures === 0 ? 0 : 1;
+}
+
+process.exitCode = await main().catch((e) => {
+  log(`langgraph-api-tests: ${e.message}`);
+  return 1;
+});

@@ -1,0 +1,3 @@
+import { describeReadmeExamples } from '@cairn/test-support';
+
+describeReadmeExamples(new URL('../README.md', import.meta.url), { minExamples: 1 });
