@@ -46,6 +46,7 @@ import type {
   NewThread,
   PageOptions,
   StateCommitRange,
+  Store,
   ThreadPatch,
   ThreadRecords,
 } from './store.js';
@@ -967,6 +968,29 @@ export function checkObjectArgument(
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw invalid(`${label} must be an object, got ${show(value)}`);
   if (keys) checkKeys(value, label, keys, elsewhere);
+}
+
+/**
+ * INVALID_ARGUMENT unless `value` is a Cairn `Store`; `label` names where it was given
+ * (`openThread: the first argument`, `startInspector: store`). An object holding the
+ * store (`{ store }`) is named as such.
+ */
+export function checkStore(value: unknown, label: string): asserts value is Store {
+  const s = value as Partial<Store> | null;
+  if (
+    typeof s === 'object' &&
+    s !== null &&
+    typeof s.createThreadWithBranch === 'function' &&
+    typeof s.searchMemories === 'function'
+  )
+    return;
+  const got =
+    typeof s === 'object' && s !== null && 'store' in s
+      ? 'an object holding one ({ store }); pass the store itself'
+      : s === null
+        ? 'null'
+        : typeof s;
+  throw invalid(`${label} must be a Cairn Store, got ${got}`);
 }
 
 /** `listThreads` options: the limit, the resource and the position a cursor holds. */

@@ -27,7 +27,7 @@ import {
   type Store,
   type StoreChange,
 } from '@cairn/store';
-import { normalizeNewMessages } from '@cairn/store/adapter';
+import { checkStore, normalizeNewMessages } from '@cairn/store/adapter';
 import { forkBranchNumber } from './branch-names.js';
 import type { ThreadEvent, ThreadListener } from './events.js';
 import { SerialQueue } from './queue.js';
@@ -126,14 +126,7 @@ const OPEN_THREAD_KEYS = keysOf<OpenThreadOptions>()([
 
 /** Every option of `openThread`, checked before the store is touched. */
 function checkOpenThreadArguments(store: unknown, options: unknown): void {
-  const s = store as Partial<Store> | null;
-  if (typeof s !== 'object' || s === null || typeof s.createThreadWithBranch !== 'function') {
-    const hint =
-      typeof s === 'object' && s !== null && 'store' in s
-        ? ': the store is the first argument, the options the second (openThread(store, options))'
-        : '';
-    throw invalidArgument(`openThread expects a Cairn Store as its first argument${hint}`);
-  }
+  checkStore(store, 'openThread: the first argument');
   if (typeof options !== 'object' || options === null) {
     throw invalidArgument('openThread options must be an object');
   }

@@ -23,9 +23,12 @@ describe('openThread: every option is checked before the store is touched', () =
     const store = createMemoryStore();
     await refused(
       () => openThread({ store } as never, {}),
-      'openThread expects a Cairn Store as its first argument: the store is the first argument, the options the second (openThread(store, options))',
+      'openThread: the first argument must be a Cairn Store, got an object holding one ({ store }); pass the store itself',
     );
-    await refused(() => openThread(undefined as never), /^openThread expects a Cairn Store/);
+    await refused(
+      () => openThread(undefined as never),
+      'openThread: the first argument must be a Cairn Store, got undefined',
+    );
   });
 
   it('a misspelled option is named with the one meant, and no thread is created', async () => {
