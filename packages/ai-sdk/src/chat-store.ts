@@ -1,9 +1,11 @@
 import {
   type Branch,
+  checkKeys,
   defineState,
   invalidArgument,
   type JsonObject,
   jsonEqual,
+  keysOf,
   type Message,
   newId,
   notFound,
@@ -103,6 +105,11 @@ export function createChatStore<S extends StateSchema<any> = typeof NoState>(
   if (typeof options !== 'object' || options === null || typeof options.store !== 'object') {
     throw invalidArgument('createChatStore needs { store }');
   }
+  checkKeys(
+    options,
+    'createChatStore options',
+    keysOf<ChatStoreOptions<any>>()(['store', 'schema', 'maxRetries']),
+  );
   return new ChatStore(options);
 }
 
@@ -120,6 +127,11 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
 
   /** Creates an empty chat and returns its id. `CONFLICT` when the id is taken. */
   async createChat(options: CreateChatOptions = {}): Promise<string> {
+    checkKeys(
+      options,
+      'createChat options',
+      keysOf<CreateChatOptions>()(['id', 'resourceId', 'title', 'metadata']),
+    );
     const t = await this.#store.createThread({
       ...(options.id === undefined ? {} : { id: options.id }),
       resourceId: options.resourceId ?? null,
@@ -152,6 +164,7 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     chatId: string,
     options: { limit?: number } = {},
   ): Promise<M[]> {
+    checkKeys(options, 'loadChat options', ['limit']);
     const head = await this.#activeHead(chatId);
     if (head === null) return [];
     const chain = await this.#store.getChain(
@@ -180,6 +193,11 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
   async saveChat<M extends UIMessage>(options: SaveChatOptions<M>): Promise<SaveChatResult> {
     if (typeof options !== 'object' || options === null)
       throw invalidArgument('saveChat needs { chatId, messages }');
+    checkKeys(
+      options,
+      'saveChat options',
+      keysOf<SaveChatOptions>()(['chatId', 'messages', 'resourceId']),
+    );
     const chatId = checkChatId(options.chatId);
     const { messages } = options;
     if (!Array.isArray(messages)) throw invalidArgument('messages must be an array of UIMessages');
