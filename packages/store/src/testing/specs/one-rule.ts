@@ -333,6 +333,18 @@ export function describeOneRule(options: StoreConformanceOptions): void {
         return e;
       }
 
+      /** A thread of one message, on its branch `main`. */
+      async function threadOnBranch() {
+        const t = await makeThread(store());
+        const [m] = await makeChain(store(), t.id, 1);
+        const br = await store().createBranch({
+          threadId: t.id,
+          name: 'main',
+          headMessageId: m!.id,
+        });
+        return { t, m: m!, br };
+      }
+
       it('a misplaced or misspelled viewer never reads another agent’s private memories', async () => {
         const tag = newId();
         await store().addMemories([
@@ -370,13 +382,7 @@ export function describeOneRule(options: StoreConformanceOptions): void {
       });
 
       it('every write refuses an unknown key and writes nothing', async () => {
-        const t = await makeThread(store());
-        const [m] = await makeChain(store(), t.id, 1);
-        const br = await store().createBranch({
-          threadId: t.id,
-          name: 'main',
-          headMessageId: m!.id,
-        });
+        const { t, m, br } = await threadOnBranch();
         const old = turnOf(t.id, { startedAt: 1 });
         await store().putTurn(old);
         const agentId = `keys-${newId()}`;
@@ -562,13 +568,7 @@ export function describeOneRule(options: StoreConformanceOptions): void {
       });
 
       it('every read refuses an unknown key in its options', async () => {
-        const t = await makeThread(store());
-        const [m] = await makeChain(store(), t.id, 1);
-        const br = await store().createBranch({
-          threadId: t.id,
-          name: 'main',
-          headMessageId: m!.id,
-        });
+        const { t, m, br } = await threadOnBranch();
         const cases: Array<[() => Promise<unknown>, string]> = [
           [() => store().listThreads({ limt: 1 } as never), 'limt'],
           [() => store().getChain(m!.id, { limt: 1 } as never), 'limt'],
