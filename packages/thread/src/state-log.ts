@@ -36,10 +36,6 @@ export type ResolvedSnapshotPolicy = Required<SnapshotPolicy>;
 /** A snapshot policy with its defaults; `INVALID_ARGUMENT` naming a key or value it cannot take. */
 export function resolveSnapshotPolicy(p: SnapshotPolicy | undefined): ResolvedSnapshotPolicy {
   if (p === undefined) return { maxCommits: 50, bytesRatio: 1, minBytes: 4096 };
-  if (typeof p !== 'object' || p === null || Array.isArray(p))
-    throw invalidArgument(
-      `snapshotPolicy must be an object { maxCommits?, bytesRatio?, minBytes? }, got ${JSON.stringify(p)}`,
-    );
   checkKeys(
     p,
     'snapshotPolicy',
