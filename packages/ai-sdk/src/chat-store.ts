@@ -1,10 +1,12 @@
 import {
   type Branch,
+  checkKeys,
   checkOwner,
   defineState,
   invalidArgument,
   type JsonObject,
   jsonEqual,
+  keysOf,
   type Message,
   newId,
   notFound,
@@ -53,6 +55,11 @@ export interface CreateChatOptions {
  */
 export interface ChatAccess {
   resourceId?: string | null;
+}
+
+/** A `ChatAccess` argument holds `resourceId` only (the one rule for option objects). */
+function checkAccess(access: ChatAccess, method: string): void {
+  checkKeys(access, `${method} options`, keysOf<ChatAccess>()(['resourceId']));
 }
 
 export interface SaveChatOptions<M extends UIMessage = UIMessage> extends ChatAccess {
@@ -121,6 +128,11 @@ export function createChatStore<S extends StateSchema<any> = typeof NoState>(
   if (typeof options !== 'object' || options === null || typeof options.store !== 'object') {
     throw invalidArgument('createChatStore needs { store }');
   }
+  checkKeys(
+    options,
+    'createChatStore options',
+    keysOf<ChatStoreOptions<any>>()(['store', 'schema', 'maxRetries']),
+  );
   return new ChatStore(options);
 }
 
@@ -138,6 +150,11 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
 
   /** Creates an empty chat and returns its id. `CONFLICT` when the id is taken. */
   async createChat(options: CreateChatOptions = {}): Promise<string> {
+    checkKeys(
+      options,
+      'createChat options',
+      keysOf<CreateChatOptions>()(['id', 'resourceId', 'title', 'metadata']),
+    );
     const t = await this.#store.createThread({
       ...(options.id === undefined ? {} : { id: options.id }),
       resourceId: options.resourceId ?? null,
@@ -159,6 +176,7 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
 
   /** Deletes the chat with every branch. False when there was no such chat (for `access`). */
   async deleteChat(chatId: string, access: ChatAccess = {}): Promise<boolean> {
+    checkAccess(access, 'deleteChat');
     if (access.resourceId !== undefined) {
       const t = await this.#store.getThread(checkChatId(chatId));
       if (t === null || t.resourceId !== access.resourceId) return false;
@@ -175,6 +193,7 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     chatId: string,
     options: LoadChatOptions = {},
   ): Promise<M[]> {
+    checkKeys(options, 'loadChat options', keysOf<LoadChatOptions>()(['limit', 'resourceId']));
     const head = await this.#activeHead(chatId, options.resourceId);
     if (head === null) return [];
     const chain = await this.#store.getChain(
@@ -204,6 +223,11 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
   async saveChat<M extends UIMessage>(options: SaveChatOptions<M>): Promise<SaveChatResult> {
     if (typeof options !== 'object' || options === null)
       throw invalidArgument('saveChat needs { chatId, messages }');
+    checkKeys(
+      options,
+      'saveChat options',
+      keysOf<SaveChatOptions>()(['chatId', 'messages', 'resourceId']),
+    );
     const chatId = checkChatId(options.chatId);
     const { messages } = options;
     if (!Array.isArray(messages)) throw invalidArgument('messages must be an array of UIMessages');
@@ -383,6 +407,7 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
 
   /** The chat's branches, in creation order. `NOT_FOUND` when the chat does not exist. */
   async listBranches(chatId: string, access: ChatAccess = {}): Promise<ChatBranch[]> {
+    checkAccess(access, 'listBranches');
     await this.#requireChat(chatId, access.resourceId);
     const branches = await this.#store.listBranches(chatId);
     const names = new Map(branches.map((b) => [b.id, b.name]));
@@ -420,6 +445,7 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
     messageId: string,
     access: ChatAccess = {},
   ): Promise<MessageVersions<M>> {
+    checkAccess(access, 'versions');
     const headId = await this.#activeHead(chatId, access.resourceId);
     const chain = headId === null ? [] : await this.#store.getChain(headId);
     const mine = chain.find((m) => (m.data as { id?: unknown }).id === messageId);
@@ -450,6 +476,7 @@ export class ChatStore<S extends StateSchema<any> = typeof NoState> {
    * `NOT_FOUND` when the chat does not exist.
    */
   async open(chatId: string, access: ChatAccess = {}): Promise<CairnThread<S>> {
+    checkAccess(access, 'open');
     await this.#requireChat(chatId, access.resourceId);
     return this.#openThread(chatId, null);
   }

@@ -1,4 +1,4 @@
-import { CairnError, type ComposeMessage, type Provider } from '@cairn/core';
+import { CairnError, type ComposeMessage, checkKeys, type Provider } from '@cairn/core';
 
 /** The largest delay setTimeout honours; longer ones fire at once. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -46,6 +46,7 @@ export function checkProvider(
   if (p.cache !== undefined) {
     if (typeof p.cache !== 'object' || p.cache === null)
       fail('cache must be an object { ttlMs, key? }');
+    checkKeys(p.cache, `provider "${name}": cache`, ['ttlMs', 'key']);
     const c = p.cache as { ttlMs?: unknown; key?: unknown };
     checkBudget(c.ttlMs, `provider "${name}": cache.ttlMs`);
     if (c.key !== undefined && typeof c.key !== 'function') fail('cache.key must be a function');

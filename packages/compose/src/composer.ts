@@ -1,6 +1,8 @@
 import {
   CairnError,
   type ComposeMessage,
+  checkKeys,
+  keysOf,
   type Provider,
   type ProviderContext,
   type ProviderKeyContext,
@@ -179,6 +181,11 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
         'createComposer takes options { providers?, cache?: { max, ttlMs? }, timeoutMs? }',
       );
     }
+    checkKeys(
+      options,
+      'createComposer options',
+      keysOf<ComposerOptions>()(['providers', 'cache', 'timeoutMs']),
+    );
     this.#timeoutMs = checkBudget(options.timeoutMs ?? COMPOSER_DEFAULTS.timeoutMs, 'timeoutMs');
     const cache = (options.cache ?? COMPOSER_DEFAULTS.cache) as
       | { max?: unknown; ttlMs?: unknown }
@@ -186,6 +193,7 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
     if (typeof cache !== 'object' || cache === null) {
       throw new CairnError('INVALID_ARGUMENT', 'cache must be an object { max, ttlMs? }');
     }
+    checkKeys(cache, 'createComposer cache', ['max', 'ttlMs']);
     if (typeof cache.max !== 'number' || !Number.isSafeInteger(cache.max) || cache.max < 1) {
       throw new CairnError(
         'INVALID_ARGUMENT',
@@ -249,6 +257,11 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
     if (typeof options !== 'object' || options === null) {
       throw new CairnError('INVALID_ARGUMENT', 'compose options must be an object');
     }
+    checkKeys(
+      options,
+      'compose options',
+      keysOf<ComposeOptions>()(['include', 'only', 'skipCache', 'version', 'state']),
+    );
     const { version } = options;
     if (
       version !== undefined &&

@@ -1,4 +1,4 @@
-import { CairnError } from '@cairn/core';
+import { CairnError, checkKeys } from '@cairn/core';
 
 /** Options for {@link renderTemplate}. */
 export interface RenderTemplateOptions {
@@ -53,6 +53,7 @@ export function renderTemplate(
   if (typeof values !== 'object' || values === null) {
     throw new CairnError('INVALID_ARGUMENT', 'renderTemplate needs a composition with values');
   }
+  checkKeys(options, 'renderTemplate options', ['defaults']);
   const defaults = options.defaults ?? {};
   const missing: string[] = [];
   const out = template.replace(PLACEHOLDER, (whole, key: string) => {

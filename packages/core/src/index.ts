@@ -21,6 +21,7 @@ export {
   textProblem,
   toJson,
 } from './json.js';
+export { checkKeys, keysOf } from './known-keys.js';
 export { AsyncLock } from './lock.js';
 export * from './model.js';
 export { checkOwner } from './owner.js';

@@ -1,6 +1,7 @@
 import { jsonEqual } from './equal.js';
 import { CairnError } from './errors.js';
 import { findNonJson, type JsonValue } from './json.js';
+import { checkKeys } from './known-keys.js';
 import { type Reducer, reducers } from './reducers.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
 
@@ -58,6 +59,7 @@ export function field<T, U = T>(
 ): FieldDef<T, U, false, 'turn'>;
 export function field<T, U = T>(options?: FieldOptions<T, U>): FieldDef<T, U, false, 'thread'>;
 export function field<T, U = T>(options: FieldOptions<T, U> = {}): AnyField {
+  checkKeys(options, 'field options', ['reducer', 'default', 'scope', 'schema']);
   if (options.scope !== undefined && options.scope !== 'thread' && options.scope !== 'turn') {
     throw new CairnError(
       'INVALID_ARGUMENT',

@@ -255,3 +255,14 @@ describe('types', () => {
     applyUpdate(Research, s0, { objective: 42 });
   });
 });
+
+describe('field options', () => {
+  it('a misspelled option is INVALID_ARGUMENT naming it, never a field that silently replaces', () => {
+    expect(() => field({ reduce: reducers.union } as never)).toThrow(
+      'field options: unknown key "reduce" (did you mean "reducer"?)',
+    );
+    expect(() => field({ defualt: () => [] } as never)).toThrow(
+      'field options: unknown key "defualt" (did you mean "default"?)',
+    );
+  });
+});

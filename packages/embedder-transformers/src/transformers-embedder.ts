@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { CairnError } from '@cairn/core';
+import { CairnError, checkKeys, keysOf } from '@cairn/core';
 
 /** What this package needs of a transformers.js feature-extraction pipeline. */
 export type FeatureExtractor = (
@@ -82,6 +82,20 @@ function hiddenSize(dir: string): number {
 export function transformersEmbedder(options: TransformersEmbedderOptions): TransformersEmbedder {
   if (typeof options !== 'object' || options === null)
     throw invalid('options must be an object { model } or { pipeline }');
+  checkKeys(
+    options,
+    'transformersEmbedder options',
+    keysOf<TransformersEmbedderOptions>()([
+      'model',
+      'pipeline',
+      'dimensions',
+      'pooling',
+      'normalize',
+      'dtype',
+      'batchSize',
+      'id',
+    ]),
+  );
   const { model, pipeline: given } = options;
   if ((model === undefined) === (given === undefined))
     throw invalid('give exactly one of model (a local directory) and pipeline');

@@ -95,5 +95,8 @@ describe('transformersEmbedder', { timeout: 120_000 }, () => {
     expect(bad({ model: join(dir, 'missing') })).toThrow(/cannot read .*config\.json/);
     expect(bad({ model, pooling: 'max' })).toThrow(/pooling/);
     expect(bad({ model, batchSize: 0 })).toThrow(/batchSize/);
+    expect(bad({ model, pool: 'cls' })).toThrow(
+      'transformersEmbedder options: unknown key "pool" (did you mean "pooling"?)',
+    );
   });
 });

@@ -1,4 +1,4 @@
-import { CairnError } from '@cairn/core';
+import { CairnError, checkKeys } from '@cairn/core';
 import type { EmbeddingsModel } from '@energetic-ai/embeddings';
 
 export interface UseEmbedderOptions {
@@ -79,6 +79,7 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Pro
  * ```
  */
 export function useEmbedder(options: UseEmbedderOptions = {}): UseEmbedder {
+  checkKeys(options, 'useEmbedder options', ['batchSize']);
   const batchSize = options.batchSize ?? 32;
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 4096) {
     throw new CairnError(

@@ -75,6 +75,9 @@ describe('useEmbedder', { timeout: 60_000 }, () => {
 
   it('refuses a silly batch size', () => {
     expect(() => useEmbedder({ batchSize: 0 })).toThrow(/batchSize/);
+    expect(() => useEmbedder({ batchsize: 8 } as never)).toThrow(
+      'useEmbedder options: unknown key "batchsize" (did you mean "batchSize"?)',
+    );
   });
 });
 

@@ -13,6 +13,7 @@ import {
 import type { Embedder } from '@cairn/memory';
 import type { Store } from '@cairn/store';
 import { InspectorApi } from './api.js';
+import { checkInspectorOptions } from './inspector-options.js';
 
 export interface InspectorOptions {
   /** Any Cairn store. The inspector never closes it: close the inspector, then the store. */
@@ -72,6 +73,7 @@ const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
  * ```
  */
 export async function startInspector(options: InspectorOptions): Promise<Inspector> {
+  checkInspectorOptions(options);
   const host = options.host ?? '127.0.0.1';
   const api = new InspectorApi(options);
   const guard = new RequestGuard(host, options.allowWrites === true);
@@ -210,6 +212,13 @@ async function listen(server: Server, wanted: number, host: string): Promise<Ins
           new CairnError(
             'INVALID_ARGUMENT',
             `no permission to listen on port ${wanted}: pick one above 1024 with --port`,
+          ),
+        );
+      } else if (error.code === 'ENOTFOUND' || error.code === 'EADDRNOTAVAIL') {
+        reject(
+          new CairnError(
+            'INVALID_ARGUMENT',
+            `cannot listen on ${host}: it is not an address of this machine (${error.code})`,
           ),
         );
       } else reject(error);

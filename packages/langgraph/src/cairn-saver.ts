@@ -1,16 +1,19 @@
 import {
   AsyncLock,
   CairnError,
+  checkKeys,
   invalidArgument,
   isCairnError,
   type JsonObject,
   type JsonValue,
   jsonEqual,
+  keysOf,
   MAX_NAME_LENGTH,
   newId,
   type StateCommit,
 } from '@cairn/core';
 import type { NewMessage, Store } from '@cairn/store';
+import { checkStore } from '@cairn/store/adapter';
 import type { RunnableConfig } from '@langchain/core/runnables';
 import {
   BaseCheckpointSaver,
@@ -53,6 +56,26 @@ export interface CairnSaverOptions {
   messageChannels?: string[];
   /** How many threads' folded logs to keep in memory (least recently used go first). Default 100. */
   cachedThreads?: number;
+}
+
+/** `new CairnSaver(store, options)`'s arguments: `INVALID_ARGUMENT` naming what is wrong. */
+function checkSaverArguments(store: unknown, options: CairnSaverOptions): void {
+  checkStore(store, 'new CairnSaver: the first argument');
+  checkKeys(
+    options,
+    'CairnSaver options',
+    keysOf<CairnSaverOptions>()(['serde', 'messageChannels', 'cachedThreads']),
+  );
+  const { messageChannels: channels, cachedThreads: cached } = options;
+  if (
+    channels !== undefined &&
+    !(Array.isArray(channels) && channels.every((c) => typeof c === 'string' && c !== ''))
+  )
+    throw invalidArgument(
+      `messageChannels must be an array of channel names, got ${JSON.stringify(channels)}`,
+    );
+  if (cached !== undefined && !(Number.isSafeInteger(cached) && cached >= 1))
+    throw invalidArgument(`cachedThreads must be an integer >= 1, got ${JSON.stringify(cached)}`);
 }
 
 /** The Cairn branch that holds the log of one checkpoint namespace. */
@@ -224,6 +247,7 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #reviver = new MessageReviver();
 
   constructor(store: Store, options: CairnSaverOptions = {}) {
+    checkSaverArguments(store, options);
     super(options.serde);
     this.#store = store;
     this.#messageChannels = new Set(options.messageChannels ?? ['messages']);

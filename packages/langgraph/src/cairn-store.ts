@@ -1,12 +1,15 @@
 import { createHash } from 'node:crypto';
 import {
+  checkKeys,
   invalidArgument,
   type JsonObject,
   type JsonValue,
   jsonEqual,
+  keysOf,
   type Memory,
 } from '@cairn/core';
 import type { MemoryFilter, Store } from '@cairn/store';
+import { checkId, checkStore } from '@cairn/store/adapter';
 import {
   BaseStore,
   type GetOperation,
@@ -42,6 +45,31 @@ interface ItemMetadata {
   namespace: string[];
   key: string;
   updatedAt: number;
+}
+
+/** `new CairnStore(store, options)`'s arguments: `INVALID_ARGUMENT` naming what is wrong. */
+function checkStoreOptions(store: unknown, options: CairnStoreOptions): void {
+  checkStore(store, 'new CairnStore: the first argument');
+  checkKeys(
+    options,
+    'CairnStore options',
+    keysOf<CairnStoreOptions>()(['index', 'agentId', 'embedderId']),
+  );
+  if (options.agentId !== undefined) checkId(options.agentId, 'agentId');
+  if (options.embedderId !== undefined) checkId(options.embedderId, 'embedderId');
+  if (options.index !== undefined) {
+    checkKeys(
+      options.index,
+      'CairnStore index',
+      keysOf<IndexConfig>()(['dims', 'embeddings', 'fields']),
+    );
+    if (!(Number.isSafeInteger(options.index.dims) && options.index.dims >= 1))
+      throw invalidArgument(
+        `index.dims must be an integer >= 1, got ${JSON.stringify(options.index.dims)}`,
+      );
+  } else if (options.embedderId !== undefined) {
+    throw invalidArgument('embedderId names the embeddings of index: give index too');
+  }
 }
 
 /** Whole-label prefix: `["tenant","acme"]` matches `["tenant","acme","x"]`, never `["tenant","acme-corp"]`. */
@@ -130,6 +158,7 @@ export class CairnStore extends BaseStore {
   #space: Promise<unknown> | undefined;
 
   constructor(store: Store, options: CairnStoreOptions = {}) {
+    checkStoreOptions(store, options);
     super();
     this.#store = store;
     this.#agentId = options.agentId ?? 'langgraph';

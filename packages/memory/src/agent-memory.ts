@@ -1,9 +1,11 @@
 import {
   AsyncLock,
   CairnError,
+  checkKeys,
   invalidArgument,
   isCairnError,
   type JsonObject,
+  keysOf,
   MEMORY_SCOPES,
   MEMORY_TYPES,
   type Memory,
@@ -201,8 +203,34 @@ function checkViewer(viewer: unknown): Viewer {
   if (typeof v !== 'object' || v === null || typeof v.agentId !== 'string' || v.agentId === '') {
     throw invalid('viewer must be an object with a non-empty agentId');
   }
+  checkKeys(v, 'viewer', keysOf<Viewer>()(['agentId', 'roomId', 'worldId']));
   return v;
 }
+
+const WRITE_KEYS = keysOf<WriteOptions>()(['allowDuplicate', 'signal']);
+const REMEMBER_MANY_KEYS = keysOf<RememberManyOptions>()([
+  'allowDuplicate',
+  'signal',
+  'onProgress',
+]);
+const REMEMBER_KEYS = keysOf<RememberInput>()([
+  'text',
+  'type',
+  'entityId',
+  'roomId',
+  'worldId',
+  'scope',
+  'metadata',
+  'id',
+  'createdAt',
+]);
+/** Where an option given inside a memory's input goes. */
+const OPTIONS_ELSEWHERE = Object.fromEntries(
+  [...REMEMBER_MANY_KEYS, 'chunkSize', 'overlap'].map((k) => [
+    k,
+    `${k} is an option: pass it in the second argument`,
+  ]),
+);
 
 /** Where a new memory goes and who may see it. */
 type Placed = Pick<Memory, 'type' | 'agentId' | 'entityId' | 'roomId' | 'worldId' | 'scope'>;
@@ -301,6 +329,11 @@ export class AgentMemory {
   constructor(options: CreateMemoryOptions) {
     if (typeof options !== 'object' || options === null)
       throw invalid('createMemory expects { store, agentId, embedder? }');
+    checkKeys(
+      options,
+      'createMemory options',
+      keysOf<CreateMemoryOptions>()(['store', 'embedder', 'agentId', 'embedBatchSize']),
+    );
     const { store } = options;
     if (typeof store !== 'object' || store === null || typeof store.searchMemories !== 'function') {
       throw invalid('createMemory: store must be a Cairn Store');
@@ -332,6 +365,7 @@ export class AgentMemory {
    * ```
    */
   async remember(input: RememberInput, options: WriteOptions = {}): Promise<Memory> {
+    checkKeys(options, 'remember options', WRITE_KEYS);
     const [memory] = await this.#rememberAll([input], options, () => '');
     return memory!;
   }
@@ -349,6 +383,7 @@ export class AgentMemory {
    */
   async rememberMany(items: RememberInput[], options: RememberManyOptions = {}): Promise<Memory[]> {
     if (!Array.isArray(items)) throw invalid('rememberMany expects an array');
+    checkKeys(options, 'rememberMany options', REMEMBER_MANY_KEYS);
     return this.#rememberAll(items, options, (i) => `memories[${i}]`);
   }
 
@@ -364,6 +399,7 @@ export class AgentMemory {
         throw invalid(
           `${at === '' ? 'remember expects' : `${at} must be`} an object { text, ... }`,
         );
+      checkKeys(input, at === '' ? 'remember' : at, REMEMBER_KEYS, OPTIONS_ELSEWHERE);
       const text = checkText(input.text, fieldOf(at, 'text'));
       const memory = {
         ...place(input, this.agentId, input.type ?? 'custom', at),
@@ -400,6 +436,26 @@ export class AgentMemory {
   ): Promise<IngestedDocument> {
     if (typeof input !== 'object' || input === null)
       throw invalid('ingestDocument expects { text, title?, ... }');
+    checkKeys(
+      input,
+      'ingestDocument',
+      keysOf<DocumentInput>()([
+        'text',
+        'title',
+        'entityId',
+        'roomId',
+        'worldId',
+        'scope',
+        'metadata',
+        'createdAt',
+      ]),
+      OPTIONS_ELSEWHERE,
+    );
+    checkKeys(
+      options,
+      'ingestDocument options',
+      keysOf<IngestOptions>()(['chunkSize', 'overlap', ...REMEMBER_MANY_KEYS]),
+    );
     const text = checkText(input.text, 'document.text');
     if (input.title !== undefined && typeof input.title !== 'string')
       throw invalid('document.title must be a string');
@@ -493,8 +549,23 @@ export class AgentMemory {
    */
   async recall(query: string, options: RecallOptions = {}): Promise<RecallHit[]> {
     checkText(query, 'recall query');
-    if (typeof options !== 'object' || options === null)
-      throw invalid('recall options must be an object');
+    checkKeys(
+      options,
+      'recall options',
+      keysOf<RecallOptions>()([
+        'viewer',
+        'types',
+        'roomId',
+        'worldId',
+        'entityId',
+        'limit',
+        'threshold',
+        'mode',
+        'recencyHalfLifeMs',
+        'now',
+        'signal',
+      ]),
+    );
     const mode = options.mode ?? 'hybrid';
     if (mode !== 'hybrid' && mode !== 'vector' && mode !== 'keyword')
       throw invalid(`mode must be hybrid, vector or keyword, got ${JSON.stringify(mode)}`);
@@ -635,6 +706,11 @@ export class AgentMemory {
    * ```
    */
   async recent(options: RecentOptions = {}): Promise<Memory[]> {
+    checkKeys(
+      options,
+      'recent options',
+      keysOf<RecentOptions>()(['roomId', 'types', 'limit', 'viewer']),
+    );
     const limit = checkLimit(options.limit, 20, 10_000);
     const roomId = optionalString(options.roomId, 'roomId');
     const viewer = checkViewer(options.viewer ?? { agentId: this.agentId, roomId });
@@ -667,6 +743,8 @@ export class AgentMemory {
     if (typeof id !== 'string' || id === '') throw invalid('update: id must be a non-empty string');
     if (typeof input !== 'object' || input === null)
       throw invalid('update expects { text?, metadata? }');
+    checkKeys(input, 'update', keysOf<UpdateInput>()(['text', 'metadata']));
+    checkKeys(options, 'update options', ['signal']);
     const text = input.text === undefined ? undefined : checkText(input.text, 'text');
     if (
       input.metadata !== undefined &&

@@ -1,4 +1,4 @@
-import { CairnError } from '@cairn/core';
+import { CairnError, checkKeys, keysOf } from '@cairn/core';
 
 export interface ChunkOptions {
   /** The longest chunk, in characters (default 1000). */
@@ -43,6 +43,7 @@ const isSpace = (c: string | undefined) => c === undefined || /\s/.test(c);
  * ```
  */
 export function chunkText(text: string, options: ChunkOptions = {}): string[] {
+  checkKeys(options, 'chunkText options', keysOf<ChunkOptions>()(['chunkSize', 'overlap']));
   const { chunkSize, overlap } = checkChunkOptions(options);
   const chunks: string[] = [];
   let start = 0;

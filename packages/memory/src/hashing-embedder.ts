@@ -1,4 +1,4 @@
-import { CairnError } from '@cairn/core';
+import { CairnError, checkKeys, keysOf } from '@cairn/core';
 import type { Embedder } from './embedder.js';
 
 export interface HashingEmbedderOptions {
@@ -55,6 +55,7 @@ function mix(h: number): number {
  * ```
  */
 export function hashingEmbedder(options: HashingEmbedderOptions = {}): Embedder<number[]> {
+  checkKeys(options, 'hashingEmbedder options', keysOf<HashingEmbedderOptions>()(['dimensions']));
   const dimensions = options.dimensions ?? 384;
   if (!Number.isInteger(dimensions) || dimensions < 8 || dimensions > 65536) {
     throw new CairnError(

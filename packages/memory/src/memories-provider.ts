@@ -1,6 +1,8 @@
 import {
   CairnError,
   type ComposeMessage,
+  checkKeys,
+  keysOf,
   type MemoryType,
   type Provider,
   type ProviderContext,
@@ -82,6 +84,24 @@ export function memoriesProvider<M extends ComposeMessage = ComposeMessage, S = 
       'memoriesProvider needs { viewerFrom(ctx) => viewer }',
     );
   }
+  checkKeys(
+    options,
+    'memoriesProvider options',
+    keysOf<MemoriesProviderOptions>()([
+      'limit',
+      'viewerFrom',
+      'queryFrom',
+      'name',
+      'mode',
+      'types',
+      'threshold',
+      'recencyHalfLifeMs',
+      'heading',
+      'position',
+      'timeoutMs',
+    ]),
+    { viewer: 'memoriesProvider takes viewerFrom: (ctx) => viewer' },
+  );
   const limit = options.limit ?? 5;
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
     throw new CairnError(

@@ -1,4 +1,4 @@
-import { CairnError } from '@cairn/core';
+import { CairnError, checkKeys, keysOf } from '@cairn/core';
 import type { Embedder } from './embedder.js';
 
 export interface OpenAIEmbedderOptions {
@@ -99,6 +99,22 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 export function openAIEmbedder(options: OpenAIEmbedderOptions = {}): Embedder<number[]> {
   const invalid = (m: string) => new CairnError('INVALID_ARGUMENT', `openAIEmbedder: ${m}`);
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
+  checkKeys(
+    options,
+    'openAIEmbedder options',
+    keysOf<OpenAIEmbedderOptions>()([
+      'baseURL',
+      'apiKey',
+      'model',
+      'dimensions',
+      'batchSize',
+      'timeoutMs',
+      'maxRetries',
+      'retryBaseMs',
+      'maxRetryDelayMs',
+      'id',
+    ]),
+  );
   const env = (name: string) => {
     const value = process.env[name];
     return value === undefined || value.trim() === '' ? undefined : value.trim();

@@ -1,8 +1,10 @@
 import {
+  checkKeys,
   checkOwner,
   defineState,
   invalidArgument,
   type JsonObject,
+  keysOf,
   newId,
   type StateSchema,
   toJson,
@@ -66,6 +68,17 @@ export class CairnSession<S extends StateSchema<any> = typeof NoState> implement
     if (typeof options !== 'object' || options === null || typeof options.store !== 'object') {
       throw invalidArgument('CairnSession needs { store }');
     }
+    checkKeys(
+      options,
+      'CairnSession options',
+      keysOf<CairnSessionOptions<any>>()([
+        'store',
+        'sessionId',
+        'resourceId',
+        'schema',
+        'maxRetries',
+      ]),
+    );
     if (
       options.sessionId !== undefined &&
       (typeof options.sessionId !== 'string' || options.sessionId.length === 0)

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { invalidArgument } from '@cairn/core';
+import { checkKeys, invalidArgument, keysOf } from '@cairn/core';
 import type { Store } from '@cairn/store';
 import { asCairnError, checkOneOf, createStore } from '@cairn/store/adapter';
 import pg from 'pg';
@@ -37,6 +37,25 @@ export interface PostgresStoreOptions {
 
 const MAX_IDENTIFIER = 63;
 
+const CONNECTION_KEYS = ['connectionString', 'pool', 'client'];
+const OPTION_KEYS = keysOf<PostgresStoreOptions>()(['schema', 'vectorSearch', 'maxConnections']);
+/** Keys of pg's own pool config, which the store does not take: a pool made with them does. */
+const PG_SETTINGS = ['host', 'port', 'user', 'password', 'database', 'ssl', 'max', 'options'];
+const inConnection = {
+  ...Object.fromEntries(
+    OPTION_KEYS.map((k) => [
+      k,
+      `${k} is an option: createPostgresStore(connection, { ${k} }), the second argument`,
+    ]),
+  ),
+  ...Object.fromEntries(
+    PG_SETTINGS.map((k) => [k, `for pg's ${k}, pass a pool: { pool: new pg.Pool({ ${k}, … }) }`]),
+  ),
+};
+const inOptions = Object.fromEntries(
+  CONNECTION_KEYS.map((k) => [k, `${k} goes in the first argument: createPostgresStore({ ${k} })`]),
+);
+
 /**
  * Opens a Cairn store on PostgreSQL (node-postgres) or PGlite, migrating its schema.
  * On a server, `subscribe` also hears other processes' changes (LISTEN/NOTIFY over a
@@ -60,7 +79,24 @@ export async function createPostgresStore(
   connection: PostgresConnection,
   options: PostgresStoreOptions = {},
 ): Promise<Store> {
+  const kind = CONNECTION_KEYS.filter((k) => k in Object(connection));
+  if (kind.length !== 1)
+    throw invalidArgument(
+      kind.length === 0
+        ? 'createPostgresStore needs { connectionString }, { pool } or { client }'
+        : `createPostgresStore takes one of { connectionString }, { pool } or { client }, got ${kind.join(' and ')}`,
+    );
+  checkKeys(connection, 'createPostgresStore connection', CONNECTION_KEYS, inConnection);
+  checkKeys(options, 'createPostgresStore options', OPTION_KEYS, inOptions);
   const { schema = 'cairn', maxConnections = 10 } = options;
+  if (!Number.isSafeInteger(maxConnections) || maxConnections < 1)
+    throw invalidArgument(
+      `maxConnections must be an integer >= 1, got ${JSON.stringify(maxConnections)}`,
+    );
+  if (options.maxConnections !== undefined && !('connectionString' in connection))
+    throw invalidArgument(
+      'maxConnections sizes the pool the store opens for { connectionString }; size your own pool or client instead',
+    );
   if (typeof schema !== 'string' || !schema || Buffer.byteLength(schema) > MAX_IDENTIFIER)
     throw invalidArgument(`schema must be a name of 1 to ${MAX_IDENTIFIER} bytes`, { schema });
   const vectorSearch = checkOneOf('vectorSearch', options.vectorSearch ?? 'auto', [
@@ -81,9 +117,6 @@ export async function createPostgresStore(
     ownedPool: null,
   };
 
-  const kind = ['connectionString', 'pool', 'client'].find((k) => k in Object(connection));
-  if (!kind)
-    throw invalidArgument('createPostgresStore needs { connectionString }, { pool } or { client }');
   let c: DriverConnection;
   if ('connectionString' in connection) {
     const { connectionString } = connection;

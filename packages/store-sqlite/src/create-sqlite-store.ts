@@ -1,4 +1,4 @@
-import { invalidArgument } from '@cairn/core';
+import { checkKeys, invalidArgument, keysOf } from '@cairn/core';
 import type { Store } from '@cairn/store';
 import { checkOneOf, createStore } from '@cairn/store/adapter';
 import { connect } from './connection.js';
@@ -30,6 +30,15 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
 }
 
+const SOURCE_KEYS = ['path', 'database'];
+const OPTION_KEYS = keysOf<SqliteStoreOptions>()(['synchronous', 'busyTimeoutMs']);
+const inOptions = Object.fromEntries(
+  OPTION_KEYS.map((k) => [k, `${k} is an option: createSqliteStore({ path }, { ${k} })`]),
+);
+const inSource = Object.fromEntries(
+  SOURCE_KEYS.map((k) => [k, `${k} goes in the first argument: createSqliteStore({ ${k} })`]),
+);
+
 /**
  * Opens a Cairn store on SQLite (better-sqlite3): WAL, foreign keys, lock waits on timers,
  * recursive-CTE chains, FTS5 keyword search and sqlite-vec vector search. The schema is
@@ -52,6 +61,9 @@ export function createSqliteStore(
   source: SqliteStoreSource,
   options: SqliteStoreOptions = {},
 ): Store {
+  if (typeof source === 'object' && source !== null)
+    checkKeys(source, 'createSqliteStore source', SOURCE_KEYS, inOptions);
+  checkKeys(options, 'createSqliteStore options', OPTION_KEYS, inSource);
   const { busyTimeoutMs = 5000 } = options;
   const synchronous = checkOneOf('synchronous', options.synchronous ?? 'NORMAL', [
     'NORMAL',
@@ -62,6 +74,8 @@ export function createSqliteStore(
       `busyTimeoutMs must be an integer >= 0, got ${JSON.stringify(busyTimeoutMs)}`,
     );
   }
+  if (typeof source === 'object' && source !== null && 'path' in source && 'database' in source)
+    throw invalidArgument('createSqliteStore takes { path } or { database }, not both');
   const valid =
     typeof source === 'object' && source !== null && 'database' in source
       ? typeof source.database?.prepare === 'function' && source.database.open

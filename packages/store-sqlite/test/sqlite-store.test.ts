@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isCairnError, type Memory, newId } from '@cairn/core';
@@ -66,6 +66,37 @@ describe('opening', () => {
     expect(await code(() => createSqliteStore({ path: ':memory:' }, { busyTimeoutMs: -1 }))).toBe(
       'INVALID_ARGUMENT',
     );
+  });
+
+  it('names an option given in the wrong argument or misspelled, and opens no file', () => {
+    const path = tempPath();
+    const message = (call: () => unknown) => {
+      try {
+        call();
+      } catch (e) {
+        expect(isCairnError(e, 'INVALID_ARGUMENT'), String(e)).toBe(true);
+        return (e as Error).message;
+      }
+      return 'no error';
+    };
+    expect(
+      message(() => createSqliteStore({ path, busyTimeoutMs: 100, synchronous: 'FULL' } as never)),
+    ).toBe(
+      'createSqliteStore source: unknown key "busyTimeoutMs"; busyTimeoutMs is an option: createSqliteStore({ path }, { busyTimeoutMs })',
+    );
+    expect(message(() => createSqliteStore({ path }, { busyTimeout: 100 } as never))).toBe(
+      'createSqliteStore options: unknown key "busyTimeout" (did you mean "busyTimeoutMs"?)',
+    );
+    expect(message(() => createSqliteStore({ path }, { path } as never))).toBe(
+      'createSqliteStore options: unknown key "path"; path goes in the first argument: createSqliteStore({ path })',
+    );
+    expect(message(() => createSqliteStore({ path, filename: path } as never))).toMatch(
+      /^createSqliteStore source: unknown key "filename"; expected one of path, database$/,
+    );
+    expect(
+      message(() => createSqliteStore({ path, database: new Database(':memory:') } as never)),
+    ).toBe('createSqliteStore takes { path } or { database }, not both');
+    expect(existsSync(path)).toBe(false);
   });
 
   it('leaves an injected database open on close, with the data in it', async () => {

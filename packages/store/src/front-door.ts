@@ -7,6 +7,7 @@ import {
   invalidArgument,
   isCairnError,
   type JsonObject,
+  keysOf,
   type Lease,
   type Memory,
   type Message,
@@ -417,7 +418,7 @@ class FrontDoor implements Store {
   async createThreadWithBranch(input: NewThread & { branch?: string }): Promise<ThreadWithBranch> {
     this.#open();
     const now = this.#d.now();
-    const thread = checkNewThread(input, now);
+    const thread = checkNewThread(input, now, 'createThreadWithBranch');
     const { activate: _, ...b } = checkNewBranch(
       { threadId: thread.id, name: input.branch ?? 'main', headMessageId: null },
       now,
@@ -466,7 +467,7 @@ class FrontDoor implements Store {
   async deleteThread(id: string, options: { idleSince?: number } = {}): Promise<boolean> {
     this.#open();
     checkId(id, 'thread id');
-    checkObjectArgument(options, 'deleteThread options');
+    checkObjectArgument(options, 'deleteThread options', ['idleSince']);
     const idleSince =
       options.idleSince === undefined
         ? undefined
@@ -868,7 +869,7 @@ class FrontDoor implements Store {
   async listTurns(threadId: string, options: { limit?: number } = {}): Promise<Turn[]> {
     this.#open();
     checkId(threadId, 'threadId');
-    checkObjectArgument(options, 'listTurns options');
+    checkObjectArgument(options, 'listTurns options', ['limit']);
     const limit = checkLimit(options.limit, 'limit', 100, 10_000);
     return this.#read(async (s) => s.listTurns(threadId, limit));
   }
@@ -986,14 +987,14 @@ class FrontDoor implements Store {
 
   async listMemories(filter?: MemoryFilter, options: ListMemoriesOptions = {}): Promise<Memory[]> {
     this.#open();
-    const f = checkMemoryFilter(filter);
+    const f = checkMemoryFilter(filter, 'listMemories');
     const { limit, order } = checkListMemoriesOptions(options);
     return this.#read(async (s) => s.listMemories(f, limit, order));
   }
 
   async countMemories(filter?: MemoryFilter): Promise<number> {
     this.#open();
-    const f = checkMemoryFilter(filter);
+    const f = checkMemoryFilter(filter, 'countMemories');
     return this.#read(async (s) => s.countMemories(f));
   }
 
@@ -1328,5 +1329,10 @@ class FrontDoor implements Store {
 export function createStore(driver: Driver, options: CreateStoreOptions = {}): Store {
   if (typeof driver !== 'object' || driver === null || typeof driver.run !== 'function')
     throw invalidArgument('createStore expects a driver');
+  checkObjectArgument(options, 'store options', keysOf<CreateStoreOptions>()(['now']));
+  if (options.now !== undefined && typeof options.now !== 'function')
+    throw invalidArgument(
+      `now must be a function returning milliseconds, got ${typeof options.now}`,
+    );
   return new FrontDoor(new Door(driver, options.now ?? Date.now), null);
 }

@@ -7,11 +7,13 @@ import {
   type Branch,
   CairnError,
   type Checkpoint,
+  checkKeys,
   conflict,
   type Entry,
   findNonJson,
   type JsonObject,
   type JsonValue,
+  keysOf,
   type Lease,
   MAX_NAME_LENGTH,
   MEMORY_SCOPES,
@@ -23,6 +25,7 @@ import {
   type Thread,
   type Turn,
   textProblem,
+  type Viewer,
 } from '@cairn/core';
 import type { MessageJump, MessageLink } from './driver.js';
 import type {
@@ -47,6 +50,7 @@ import type {
   NewThread,
   PageOptions,
   StateCommitRange,
+  Store,
   ThreadPatch,
   ThreadRecords,
 } from './store.js';
@@ -167,8 +171,22 @@ export function checkTimestamp(value: unknown, label: string, fallback: number):
   return value;
 }
 
-export function checkNewThread(input: NewThread, now: number): Thread {
+const NEW_THREAD_KEYS = keysOf<NewThread>()(['id', 'resourceId', 'title', 'metadata']);
+const NEW_THREAD_WITH_BRANCH_KEYS = [...NEW_THREAD_KEYS, 'branch'];
+
+/** `createThread` input (`createThreadWithBranch`'s also takes `branch`). */
+export function checkNewThread(
+  input: NewThread,
+  now: number,
+  label: 'createThread' | 'createThreadWithBranch' = 'createThread',
+): Thread {
   if (typeof input !== 'object' || input === null) throw invalid('thread input must be an object');
+  checkKeys(
+    input,
+    label,
+    label === 'createThread' ? NEW_THREAD_KEYS : NEW_THREAD_WITH_BRANCH_KEYS,
+    label === 'createThread' ? { branch: 'a branch is created by createThreadWithBranch' } : {},
+  );
   return {
     id: input.id === undefined ? newId() : checkId(input.id, 'thread id'),
     resourceId: checkOptionalId(input.resourceId, 'resourceId'),
@@ -181,6 +199,7 @@ export function checkNewThread(input: NewThread, now: number): Thread {
 
 export function checkThreadPatch(patch: ThreadPatch): ThreadPatch {
   if (typeof patch !== 'object' || patch === null) throw invalid('thread patch must be an object');
+  checkKeys(patch, 'updateThread', keysOf<ThreadPatch>()(['title', 'metadata']));
   const out: ThreadPatch = {};
   if (patch.title !== undefined) out.title = checkOptionalString(patch.title, 'title');
   if (patch.metadata !== undefined) out.metadata = checkObject(patch.metadata, 'metadata');
@@ -188,6 +207,15 @@ export function checkThreadPatch(patch: ThreadPatch): ThreadPatch {
 }
 
 const batchLabel = (i: number) => `messages[${i}]`;
+const NEW_MESSAGE_KEYS = keysOf<NewMessage>()([
+  'id',
+  'threadId',
+  'parentId',
+  'role',
+  'type',
+  'data',
+  'createdAt',
+]);
 const ok = (v: unknown): v is string =>
   typeof v === 'string' && v.length > 0 && v.length <= MAX_NAME_LENGTH && textProblem(v) === null;
 
@@ -207,6 +235,7 @@ export function normalizeNewMessages(batch: NewMessage[], now: number): MessageD
   return batch.map((m, i) => {
     // Hot path: labels are built only when a check fails.
     if (typeof m !== 'object' || m === null) throw invalid(`${batchLabel(i)} must be an object`);
+    checkKeys(m, batchLabel(i), NEW_MESSAGE_KEYS);
     const id =
       m.id === undefined ? newId() : ok(m.id) ? m.id : checkId(m.id, `${batchLabel(i)}.id`);
     if (seen.has(id)) {
@@ -365,11 +394,21 @@ export function backfillJumps(
   return out;
 }
 
+const NEW_BRANCH_KEYS = keysOf<NewBranch>()([
+  'id',
+  'threadId',
+  'name',
+  'headMessageId',
+  'parentBranchId',
+  'activate',
+]);
+
 export function checkNewBranch(
   input: NewBranch,
   now: number,
 ): Omit<Branch, 'seq' | 'isActive'> & { activate: boolean } {
   if (typeof input !== 'object' || input === null) throw invalid('branch input must be an object');
+  checkKeys(input, 'createBranch', NEW_BRANCH_KEYS);
   const headMessageId =
     input.headMessageId === null ? null : checkId(input.headMessageId, 'headMessageId');
   return {
@@ -393,6 +432,7 @@ export function checkLockOptions(options: LockOptions | undefined): number {
   if (options === undefined) return DEFAULT_LOCK_TIMEOUT_MS;
   if (typeof options !== 'object' || options === null)
     throw invalid(`lock options must be an object, got ${show(options)}`);
+  checkKeys(options, 'lockBranch options', keysOf<LockOptions>()(['timeoutMs']));
   const t = options.timeoutMs;
   if (t === undefined) return DEFAULT_LOCK_TIMEOUT_MS;
   if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 3_600_000)
@@ -403,6 +443,7 @@ export function checkLockOptions(options: LockOptions | undefined): number {
 export function checkNewCheckpoint(input: NewCheckpoint, now: number): Checkpoint {
   if (typeof input !== 'object' || input === null)
     throw invalid('checkpoint input must be an object');
+  checkKeys(input, 'saveCheckpoint', keysOf<NewCheckpoint>()(['threadId', 'name', 'messageId']));
   return {
     id: newId(),
     threadId: checkId(input.threadId, 'threadId'),
@@ -418,6 +459,11 @@ export function checkStateCommit(
 ): NewStateCommit & { snapshot: JsonObject | null } {
   if (typeof commit !== 'object' || commit === null)
     throw invalid('state commit must be an object');
+  checkKeys(
+    commit,
+    'appendStateCommit',
+    keysOf<NewStateCommit>()(['branchId', 'messageId', 'update', 'snapshot']),
+  );
   if (!Number.isInteger(expectedVersion) || expectedVersion < 0) {
     throw invalid(`expectedVersion must be an integer >= 0, got ${show(expectedVersion)}`);
   }
@@ -431,8 +477,22 @@ export function checkStateCommit(
 
 const TURN_STATUSES = new Set(['running', 'finished', 'failed']);
 
-export function checkTurn(turn: Turn): Turn {
+const TURN_KEYS = keysOf<Turn>()([
+  'id',
+  'threadId',
+  'messageId',
+  'source',
+  'userId',
+  'status',
+  'state',
+  'steps',
+  'startedAt',
+  'finishedAt',
+]);
+
+export function checkTurn(turn: Turn, label = 'putTurn'): Turn {
   if (typeof turn !== 'object' || turn === null) throw invalid('turn must be an object');
+  checkKeys(turn, label, TURN_KEYS);
   checkId(turn.id, 'turn id');
   checkId(turn.threadId, 'threadId');
   if (!TURN_STATUSES.has(turn.status))
@@ -466,6 +526,7 @@ export function checkTtl(ttlMs: unknown): number {
 
 export function checkLeaseInput(input: AcquireLeaseInput): Required<AcquireLeaseInput> {
   if (typeof input !== 'object' || input === null) throw invalid('lease input must be an object');
+  checkKeys(input, 'acquireLease', keysOf<AcquireLeaseInput>()(['key', 'owner', 'ttlMs', 'data']));
   return {
     key: checkName(input.key, 'lease key'),
     owner: checkName(input.owner, 'lease owner'),
@@ -615,6 +676,21 @@ function checkContent(value: unknown, label: string) {
   return content as Memory['content'];
 }
 
+const NEW_MEMORY_KEYS = keysOf<NewMemory>()([
+  'id',
+  'type',
+  'agentId',
+  'entityId',
+  'roomId',
+  'worldId',
+  'scope',
+  'content',
+  'metadata',
+  'contentHash',
+  'embedding',
+  'createdAt',
+]);
+
 /** Checks a batch of new memories and fills in ids, defaults and content hashes. */
 export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] {
   if (!Array.isArray(batch)) throw invalid('addMemories expects an array of memories');
@@ -623,6 +699,7 @@ export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] 
   return batch.map((m, i) => {
     const at = `memories[${i}]`;
     if (typeof m !== 'object' || m === null) throw invalid(`${at} must be an object`);
+    checkKeys(m, at, NEW_MEMORY_KEYS);
     const type = m.type ?? 'custom';
     if (!MEMORY_TYPES.includes(type))
       throw invalid(`${at}.type must be one of ${MEMORY_TYPES.join(', ')}, got ${show(type)}`);
@@ -673,6 +750,11 @@ export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] 
 
 export function checkMemoryPatch(patch: MemoryPatch): MemoryPatch {
   if (typeof patch !== 'object' || patch === null) throw invalid('memory patch must be an object');
+  checkKeys(
+    patch,
+    'updateMemory',
+    keysOf<MemoryPatch>()(['content', 'contentHash', 'metadata', 'embedding']),
+  );
   const out: MemoryPatch = {};
   if (patch.content !== undefined) {
     out.content = checkContent(patch.content, 'content');
@@ -695,13 +777,53 @@ function checkStringList(value: unknown, label: string): string[] {
   return value;
 }
 
-export function checkMemoryFilter(filter: MemoryFilter | undefined): MemoryFilter {
+const MEMORY_FILTER_KEYS = keysOf<MemoryFilter>()([
+  'viewer',
+  'agentId',
+  'types',
+  'scopes',
+  'entityId',
+  'roomId',
+  'worldId',
+  'contentHashes',
+  'ids',
+  'createdAfter',
+  'createdBefore',
+]);
+const LIST_MEMORIES_KEYS = keysOf<ListMemoriesOptions>()(['limit', 'order']);
+const SEARCH_KEYS = keysOf<MemorySearch>()(['vector', 'text', 'filter', 'limit', 'threshold']);
+
+/** Where keys that are not a memory call's own go: `the <key> goes in <where>`. */
+const goesIn = (where: (key: string) => string, keys: readonly string[]) =>
+  Object.fromEntries(keys.map((k) => [k, `the ${k} goes in ${where(k)}`]));
+
+/** A memory filter, of `listMemories`, `countMemories` or `searchMemories` (its `filter`). */
+export function checkMemoryFilter(
+  filter: MemoryFilter | undefined,
+  call: 'listMemories' | 'countMemories' | 'searchMemories',
+): MemoryFilter {
   if (filter === undefined) return {};
   if (typeof filter !== 'object' || filter === null)
     throw invalid('memory filter must be an object');
+  checkKeys(
+    filter,
+    call === 'searchMemories' ? 'searchMemories filter' : call,
+    MEMORY_FILTER_KEYS,
+    {
+      ...(call === 'listMemories'
+        ? goesIn(() => 'the options, the second argument of listMemories', LIST_MEMORIES_KEYS)
+        : {}),
+      ...goesIn(() => 'a search (searchMemories), not a filter', ['text', 'vector', 'threshold']),
+    },
+  );
   if (filter.viewer !== undefined) {
     if (typeof filter.viewer !== 'object' || filter.viewer === null)
       throw invalid('filter.viewer must be an object');
+    checkKeys(
+      filter.viewer,
+      `${call} filter.viewer`,
+      keysOf<Viewer>()(['agentId', 'roomId', 'worldId']),
+    );
     checkId(filter.viewer.agentId, 'filter.viewer.agentId');
     checkOptionalId(filter.viewer.roomId, 'filter.viewer.roomId');
     checkOptionalId(filter.viewer.worldId, 'filter.viewer.worldId');
@@ -740,11 +862,15 @@ export interface CheckedSearch {
 
 export function checkMemorySearch(search: MemorySearch): CheckedSearch {
   if (typeof search !== 'object' || search === null) throw invalid('search must be an object');
+  checkKeys(search, 'searchMemories', SEARCH_KEYS, {
+    ...goesIn((k) => `filter.${k}`, MEMORY_FILTER_KEYS),
+    order: 'search results are ordered by score',
+  });
   const hasVector = search.vector !== undefined;
   const hasText = search.text !== undefined;
   if (hasVector === hasText) throw invalid('searchMemories takes exactly one of vector and text');
   const out: CheckedSearch = {
-    filter: checkMemoryFilter(search.filter),
+    filter: checkMemoryFilter(search.filter, 'searchMemories'),
     limit: checkLimit(search.limit, 'limit', 10, 1000),
   };
   if (hasVector) out.vector = checkVector(search.vector, 'vector');
@@ -782,7 +908,8 @@ export function resolveEmbeddingSpace(
   current: EmbeddingSpace | null,
   requested: { embedderId: string; dimensions: number },
 ): { space: EmbeddingSpace; changed: boolean } {
-  checkId(requested?.embedderId, 'embedderId');
+  checkObjectArgument(requested, 'ensureEmbeddingSpace', ['embedderId', 'dimensions']);
+  checkId(requested.embedderId, 'embedderId');
   if (!Number.isInteger(requested.dimensions) || requested.dimensions < 1) {
     throw invalid(`dimensions must be a positive integer, got ${show(requested.dimensions)}`);
   }
@@ -832,10 +959,42 @@ export function decodeCursor(cursor: unknown): JsonValue[] {
   throw invalid(`cursor ${show(cursor)} is not one this store issued`);
 }
 
-/** INVALID_ARGUMENT unless `value` is an object (an options argument, say). */
-export function checkObjectArgument(value: unknown, label: string): void {
+/**
+ * INVALID_ARGUMENT unless `value` is an object (an options argument, say) holding only
+ * `keys`, when given (see `checkKeys`).
+ */
+export function checkObjectArgument(
+  value: unknown,
+  label: string,
+  keys?: readonly string[],
+  elsewhere?: Record<string, string>,
+): void {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw invalid(`${label} must be an object, got ${show(value)}`);
+  if (keys) checkKeys(value, label, keys, elsewhere);
+}
+
+/**
+ * INVALID_ARGUMENT unless `value` is a Cairn `Store`; `label` names where it was given
+ * (`openThread: the first argument`, `startInspector: store`). An object holding the
+ * store (`{ store }`) is named as such.
+ */
+export function checkStore(value: unknown, label: string): asserts value is Store {
+  const s = value as Partial<Store> | null;
+  if (
+    typeof s === 'object' &&
+    s !== null &&
+    typeof s.createThreadWithBranch === 'function' &&
+    typeof s.searchMemories === 'function'
+  )
+    return;
+  const got =
+    typeof s === 'object' && s !== null && 'store' in s
+      ? 'an object holding one ({ store }); pass the store itself'
+      : s === null
+        ? 'null'
+        : typeof s;
+  throw invalid(`${label} must be a Cairn Store, got ${got}`);
 }
 
 /** `listThreads` options: the limit, the resource and the position a cursor holds. */
@@ -844,7 +1003,11 @@ export function checkListThreadsOptions(options: ListThreadsOptions): {
   resourceId?: string;
   beforeSeq?: number;
 } {
-  checkObjectArgument(options, 'listThreads options');
+  checkObjectArgument(
+    options,
+    'listThreads options',
+    keysOf<ListThreadsOptions>()(['resourceId', 'limit', 'cursor']),
+  );
   const out: { limit: number; resourceId?: string; beforeSeq?: number } = {
     limit: checkLimit(options.limit, 'limit', 50, 1000),
   };
@@ -860,7 +1023,11 @@ export function checkListThreadsOptions(options: ListThreadsOptions): {
 
 /** `getChain` options. */
 export function checkChainOptions(options: ChainOptions): ChainOptions {
-  checkObjectArgument(options, 'getChain options');
+  checkObjectArgument(
+    options,
+    'getChain options',
+    keysOf<ChainOptions>()(['limit', 'beforeDepth']),
+  );
   const out: ChainOptions = {};
   if (options.limit !== undefined)
     out.limit = checkLimit(options.limit, 'limit', 0, Number.MAX_SAFE_INTEGER);
@@ -874,7 +1041,11 @@ export function checkChainOptions(options: ChainOptions): ChainOptions {
 
 /** A state commit range, defaults filled in. */
 export function checkStateRange(range: StateCommitRange): { from: number; to: number } {
-  checkObjectArgument(range, 'range');
+  checkObjectArgument(
+    range,
+    'getStateCommits range',
+    keysOf<StateCommitRange>()(['fromVersion', 'toVersion']),
+  );
   const from = range.fromVersion ?? 1;
   const to = range.toVersion ?? Number.MAX_SAFE_INTEGER;
   for (const [label, v] of [
@@ -889,7 +1060,11 @@ export function checkStateRange(range: StateCommitRange): { from: number; to: nu
 
 /** A `getLatestStateCommit` query. */
 export function checkLatestCommitQuery(query: LatestCommitQuery): LatestCommitQuery {
-  checkObjectArgument(query, 'query');
+  checkObjectArgument(
+    query,
+    'getLatestStateCommit query',
+    keysOf<LatestCommitQuery>()(['withSnapshot', 'maxVersion', 'maxMessageDepth']),
+  );
   const out: LatestCommitQuery = {};
   if (query.withSnapshot !== undefined) {
     if (typeof query.withSnapshot !== 'boolean')
@@ -910,7 +1085,7 @@ export function checkPurgeTurns(options: { before: number; threadId?: string }):
   before: number;
   threadId: string | undefined;
 } {
-  checkObjectArgument(options, 'purgeTurns options');
+  checkObjectArgument(options, 'purgeTurns options', ['before', 'threadId']);
   if (options.before === undefined) throw invalid('purgeTurns needs `before` (a timestamp)');
   return {
     before: checkTimestamp(options.before, 'before', 0),
@@ -930,7 +1105,12 @@ export function checkListMemoriesOptions(options: ListMemoriesOptions): {
   limit: number;
   order: 'newest' | 'oldest';
 } {
-  checkObjectArgument(options, 'listMemories options');
+  checkObjectArgument(
+    options,
+    'listMemories options',
+    LIST_MEMORIES_KEYS,
+    goesIn(() => 'the filter, the first argument of listMemories', MEMORY_FILTER_KEYS),
+  );
   const order = options.order ?? 'newest';
   if (order !== 'newest' && order !== 'oldest')
     throw invalid(`order must be newest or oldest, got ${show(order)}`);
@@ -949,7 +1129,7 @@ export function checkCachedEmbeddings(
   if (!Array.isArray(entries))
     throw invalid(`entries must be an array of { contentHash, embedding }, got ${show(entries)}`);
   for (const [i, e] of entries.entries()) {
-    checkObjectArgument(e, `entries[${i}]`);
+    checkObjectArgument(e, `entries[${i}]`, ['contentHash', 'embedding']);
     checkId(e.contentHash, `entries[${i}].contentHash`);
     checkVector(e.embedding, `entries[${i}].embedding`);
   }
@@ -961,7 +1141,7 @@ export function checkPageOptions(
   options: PageOptions,
   label: string,
 ): { limit: number; after: string | null } {
-  checkObjectArgument(options, `${label} options`);
+  checkObjectArgument(options, `${label} options`, keysOf<PageOptions>()(['limit', 'cursor']));
   const limit = checkLimit(options.limit, 'limit', 100, 10_000);
   if (options.cursor == null) return { limit, after: null };
   const c = decodeCursor(options.cursor);
@@ -999,13 +1179,60 @@ const arrayOf = (value: unknown, label: string): unknown[] => {
   return value;
 };
 
+const THREAD_RECORDS_KEYS = keysOf<ThreadRecords>()([
+  'thread',
+  'messages',
+  'branches',
+  'checkpoints',
+  'stateCommits',
+  'turns',
+]);
+const THREAD_KEYS = keysOf<Thread>()([
+  'id',
+  'resourceId',
+  'title',
+  'metadata',
+  'createdAt',
+  'updatedAt',
+]);
+const BRANCH_RECORD_KEYS = keysOf<Omit<Branch, 'seq'>>()([
+  'id',
+  'threadId',
+  'name',
+  'headMessageId',
+  'isActive',
+  'createdAt',
+  'forkMessageId',
+  'parentBranchId',
+]);
+const CHECKPOINT_KEYS = keysOf<Checkpoint>()(['id', 'threadId', 'name', 'messageId', 'createdAt']);
+const STATE_COMMIT_KEYS = keysOf<StateCommit>()([
+  'branchId',
+  'threadId',
+  'version',
+  'messageId',
+  'messageDepth',
+  'update',
+  'snapshot',
+  'createdAt',
+]);
+const LEASE_KEYS = keysOf<Lease>()([
+  'key',
+  'owner',
+  'acquiredAt',
+  'renewedAt',
+  'expiresAt',
+  'releasedAt',
+  'data',
+]);
+
 /**
  * `restoreThread` records: every field as the model types say, everything in the thread,
  * every reference to a message, branch or version inside the records themselves.
  */
 export function checkThreadRecords(records: ThreadRecords): CheckedThreadRecords {
-  checkObjectArgument(records, 'thread records');
-  checkObjectArgument(records.thread, 'thread');
+  checkObjectArgument(records, 'thread records', THREAD_RECORDS_KEYS);
+  checkObjectArgument(records.thread, 'thread', THREAD_KEYS);
   const t = records.thread;
   const thread: Thread = {
     ...checkNewThread(
@@ -1046,7 +1273,9 @@ export function checkThreadRecords(records: ThreadRecords): CheckedThreadRecords
   const names = new Set<string>();
   let activeBranchId: string | null = null;
   arrayOf(records.branches, 'branches').forEach((raw, i) => {
-    checkObjectArgument(raw, `branches[${i}]`);
+    checkObjectArgument(raw, `branches[${i}]`, BRANCH_RECORD_KEYS, {
+      seq: "seq is the store's own numbering, not part of a record",
+    });
     const b = raw as Branch;
     inThread(b.threadId, `branches[${i}]`);
     const { activate: _a, ...checked } = checkNewBranch(
@@ -1087,11 +1316,11 @@ export function checkThreadRecords(records: ThreadRecords): CheckedThreadRecords
 
   const checkpointNames = new Set<string>();
   const checkpoints = arrayOf(records.checkpoints, 'checkpoints').map((raw, i) => {
-    checkObjectArgument(raw, `checkpoints[${i}]`);
+    checkObjectArgument(raw, `checkpoints[${i}]`, CHECKPOINT_KEYS);
     const c = raw as Checkpoint;
     inThread(c.threadId, `checkpoints[${i}]`);
     const checked = {
-      ...checkNewCheckpoint(c, 0),
+      ...checkNewCheckpoint({ threadId: c.threadId, name: c.name, messageId: c.messageId }, 0),
       id: checkId(c.id, `checkpoints[${i}].id`),
       createdAt: checkRequiredTimestamp(c.createdAt, `checkpoints[${i}].createdAt`),
     };
@@ -1107,7 +1336,7 @@ export function checkThreadRecords(records: ThreadRecords): CheckedThreadRecords
 
   const versions = new Map<string, number>();
   const stateCommits = arrayOf(records.stateCommits, 'stateCommits').map((raw, i) => {
-    checkObjectArgument(raw, `stateCommits[${i}]`);
+    checkObjectArgument(raw, `stateCommits[${i}]`, STATE_COMMIT_KEYS);
     const c = raw as StateCommit;
     const version = versions.get(c.branchId) ?? 0;
     if (!branchIds.has(c.branchId))
@@ -1119,7 +1348,10 @@ export function checkThreadRecords(records: ThreadRecords): CheckedThreadRecords
         `stateCommits[${i}]: version ${show(c.version)} of branch ${show(c.branchId)} should be ${version + 1}`,
       );
     versions.set(c.branchId, version + 1);
-    const checked = checkStateCommit(c, version);
+    const checked = checkStateCommit(
+      { branchId: c.branchId, messageId: c.messageId, update: c.update, snapshot: c.snapshot },
+      version,
+    );
     message(checked.messageId, `stateCommits[${i}].messageId`);
     return {
       version: version + 1,
@@ -1132,7 +1364,7 @@ export function checkThreadRecords(records: ThreadRecords): CheckedThreadRecords
 
   const turnIds = new Set<string>();
   const turns = arrayOf(records.turns, 'turns').map((raw, i) => {
-    const turn = checkTurn(raw as Turn);
+    const turn = checkTurn(raw as Turn, `turns[${i}]`);
     inThread(turn.threadId, `turns[${i}]`);
     if (turnIds.has(turn.id))
       throw new CairnError('CONFLICT', `turns[${i}]: turn ${show(turn.id)} appears twice`);
@@ -1146,7 +1378,7 @@ export function checkThreadRecords(records: ThreadRecords): CheckedThreadRecords
 export function checkLeases(leases: Lease[]): Lease[] {
   const keys = new Set<string>();
   return arrayOf(leases, 'leases').map((raw, i) => {
-    checkObjectArgument(raw, `leases[${i}]`);
+    checkObjectArgument(raw, `leases[${i}]`, LEASE_KEYS);
     const l = raw as Lease;
     const key = checkName(l.key, `leases[${i}].key`);
     if (keys.has(key))

@@ -1,4 +1,10 @@
-import type { JsonValue, Message, Provider, StateSchema } from '@cairn/core';
+import {
+  checkKeys,
+  type JsonValue,
+  type Message,
+  type Provider,
+  type StateSchema,
+} from '@cairn/core';
 import type { CairnThread } from './thread.js';
 
 /**
@@ -35,6 +41,7 @@ export function recentMessagesProvider(
   thread: Pick<CairnThread<StateSchema<any>>, 'history'>,
   options: { limit?: number; name?: string; position?: number } = {},
 ): Provider {
+  checkKeys(options, 'recentMessagesProvider options', ['limit', 'name', 'position']);
   const limit = options.limit ?? 20;
   return {
     name: options.name ?? 'RECENT_MESSAGES',
@@ -61,6 +68,7 @@ export function threadStateProvider<S extends StateSchema<any>>(
   thread: Pick<CairnThread<S>, 'state'>,
   options: { fields?: string[]; name?: string; position?: number } = {},
 ): Provider {
+  checkKeys(options, 'threadStateProvider options', ['fields', 'name', 'position']);
   return {
     name: options.name ?? 'THREAD_STATE',
     description: 'Fields of the thread state',

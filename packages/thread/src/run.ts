@@ -1,4 +1,4 @@
-import { CairnError, type JsonObject, type Lease } from '@cairn/core';
+import { CairnError, checkKeys, type JsonObject, type Lease } from '@cairn/core';
 import type { Store } from '@cairn/store';
 
 /** How a run ended, or `stale_recovered` when another owner took over an expired run. */
@@ -133,6 +133,7 @@ export class ThreadRun {
         `run result must be 'completed' or 'failed', got ${String(options?.result)}`,
       );
     }
+    checkKeys(options, 'release options', ['result', 'error']);
     this.#lease = await this.#store.releaseLease(this.key, this.owner, {
       lastResult: options.result,
       lastError: options.error ?? null,

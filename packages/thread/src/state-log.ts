@@ -2,7 +2,10 @@ import {
   applyUpdate,
   type Branch,
   CairnError,
+  checkKeys,
+  invalidArgument,
   type JsonObject,
+  keysOf,
   type Message,
   type StateCommit,
   type StateOf,
@@ -30,11 +33,26 @@ export interface SnapshotPolicy {
 
 export type ResolvedSnapshotPolicy = Required<SnapshotPolicy>;
 
+/** A snapshot policy with its defaults; `INVALID_ARGUMENT` naming a key or value it cannot take. */
 export function resolveSnapshotPolicy(p: SnapshotPolicy | undefined): ResolvedSnapshotPolicy {
+  if (p === undefined) return { maxCommits: 50, bytesRatio: 1, minBytes: 4096 };
+  checkKeys(
+    p,
+    'snapshotPolicy',
+    keysOf<SnapshotPolicy>()(['maxCommits', 'bytesRatio', 'minBytes']),
+  );
+  const number = (key: keyof SnapshotPolicy, fallback: number, min: number, integer: boolean) => {
+    const v = p[key] ?? fallback;
+    if (typeof v !== 'number' || !(v >= min) || (integer && !Number.isInteger(v) && v !== Infinity))
+      throw invalidArgument(
+        `snapshotPolicy.${key} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got ${String(v)}`,
+      );
+    return v;
+  };
   return {
-    maxCommits: Math.max(1, Math.floor(p?.maxCommits ?? 50)),
-    bytesRatio: p?.bytesRatio ?? 1,
-    minBytes: p?.minBytes ?? 4096,
+    maxCommits: number('maxCommits', 50, 1, true),
+    bytesRatio: number('bytesRatio', 1, 0, false),
+    minBytes: number('minBytes', 4096, 0, false),
   };
 }
 

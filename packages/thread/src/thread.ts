@@ -3,11 +3,13 @@ import {
   type Branch,
   CairnError,
   type Checkpoint,
+  checkKeys,
   conflict,
   defineState,
   invalidArgument,
   type JsonObject,
   type JsonValue,
+  keysOf,
   type Message,
   newId,
   notFound,
@@ -25,7 +27,7 @@ import {
   type Store,
   type StoreChange,
 } from '@cairn/store';
-import { normalizeNewMessages } from '@cairn/store/adapter';
+import { checkStore, normalizeNewMessages } from '@cairn/store/adapter';
 import { forkBranchName } from './branch-names.js';
 import type { ThreadEvent, ThreadListener } from './events.js';
 import { SerialQueue } from './queue.js';
@@ -65,6 +67,8 @@ export interface PendingMessage {
   /** The caller chose the id (so it may name a stored message: an edit). */
   readonly callerId: boolean;
 }
+
+const MESSAGE_INPUT_KEYS = keysOf<MessageInput>()(['id', 'role', 'type', 'data', 'createdAt']);
 
 /** The schema of a thread opened without one: no state fields, plain history. */
 const NO_STATE = defineState({});
@@ -106,6 +110,51 @@ export interface SaveOptions {
 }
 
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
+const MAX_LOCK_TIMEOUT_MS = 3_600_000;
+
+const OPEN_THREAD_KEYS = keysOf<OpenThreadOptions>()([
+  'schema',
+  'threadId',
+  'resourceId',
+  'title',
+  'branch',
+  'turnRetentionMs',
+  'snapshotPolicy',
+  'maxRetries',
+  'lockTimeoutMs',
+]);
+
+/** Every option of `openThread`, checked before the store is touched. */
+function checkOpenThreadArguments(store: unknown, options: unknown): void {
+  checkStore(store, 'openThread: the first argument');
+  if (typeof options !== 'object' || options === null) {
+    throw invalidArgument('openThread options must be an object');
+  }
+  checkKeys(options, 'openThread options', OPEN_THREAD_KEYS);
+  const o = options as OpenThreadOptions<StateSchema<any>>;
+  if (o.schema !== undefined && typeof o.schema?.initial !== 'function') {
+    throw invalidArgument('openThread: schema must be made with defineState');
+  }
+  if (
+    o.turnRetentionMs !== undefined &&
+    !(Number.isFinite(o.turnRetentionMs) && o.turnRetentionMs >= 0)
+  ) {
+    throw invalidArgument(
+      `turnRetentionMs must be a number >= 0, got ${String(o.turnRetentionMs)}`,
+    );
+  }
+  const t = o.lockTimeoutMs;
+  if (
+    t !== undefined &&
+    !(typeof t === 'number' && Number.isInteger(t) && t >= 0 && t <= MAX_LOCK_TIMEOUT_MS)
+  ) {
+    throw invalidArgument(
+      `lockTimeoutMs must be an integer from 0 to ${MAX_LOCK_TIMEOUT_MS}, got ${String(t)}`,
+    );
+  }
+  retryAttempts(o.maxRetries);
+  resolveSnapshotPolicy(o.snapshotPolicy);
+}
 
 /**
  * Opens a thread (creating it, and its `main` branch, when needed) and returns its engine.
@@ -126,20 +175,7 @@ export async function openThread<S extends StateSchema<any> = NoState>(
   store: Store,
   options: OpenThreadOptions<S> = {},
 ): Promise<CairnThread<S>> {
-  if (typeof options !== 'object' || options === null) {
-    throw invalidArgument('openThread options must be an object');
-  }
-  if (options.schema !== undefined && typeof options.schema?.initial !== 'function') {
-    throw invalidArgument('openThread: schema must be made with defineState');
-  }
-  if (
-    options.turnRetentionMs !== undefined &&
-    !(Number.isFinite(options.turnRetentionMs) && options.turnRetentionMs >= 0)
-  ) {
-    throw invalidArgument(
-      `turnRetentionMs must be a number >= 0, got ${String(options.turnRetentionMs)}`,
-    );
-  }
+  checkOpenThreadArguments(store, options);
   const attempts = retryAttempts(options.maxRetries);
   const { threadId } = options;
   // A new thread and its first branch are one transaction (one commit), and the branch
@@ -323,6 +359,7 @@ export class CairnThread<S extends StateSchema<any>> {
    */
   async history(options: { limit?: number } = {}): Promise<Message[]> {
     this.#assertOpen();
+    checkKeys(options, 'history options', ['limit']);
     const fresh = await this.#store.getBranchById(this.#branch.id);
     if (fresh && fresh.headMessageId !== this.#branch.headMessageId) {
       delete this.#heard.head;
@@ -396,6 +433,13 @@ export class CairnThread<S extends StateSchema<any>> {
   add(message: MessageInput | MessageInput[]): PendingMessage[] {
     this.#assertOpen();
     const list: unknown[] = Array.isArray(message) ? message : [message];
+    list.forEach((m, i) => {
+      if (typeof m === 'object' && m !== null)
+        checkKeys(m, Array.isArray(message) ? `add: messages[${i}]` : 'add', MESSAGE_INPUT_KEYS, {
+          parentId: 'a pending message chains after the head; rewind() first to save elsewhere',
+          threadId: 'a message is added to this thread',
+        });
+    });
     const threadId = this.#record.id;
     const checked = normalizeNewMessages(
       list.map((m) =>
@@ -433,6 +477,11 @@ export class CairnThread<S extends StateSchema<any>> {
    * message's parent (a new branch, made active) and saves the edit there with a new id.
    */
   save(options: SaveOptions = {}): Promise<Message[]> {
+    checkKeys(options, 'save options', keysOf<SaveOptions>()(['onConflict']));
+    if (options.onConflict !== undefined && !['rebase', 'fail'].includes(options.onConflict))
+      throw invalidArgument(
+        `onConflict must be 'rebase' or 'fail', got ${JSON.stringify(options.onConflict)}`,
+      );
     // What is pending now; messages added after this call wait for the next save.
     const ids = new Set(this.#pending.map((p) => p.id));
     return this.#serial(() => this.#save(options, ids));
@@ -745,6 +794,7 @@ export class CairnThread<S extends StateSchema<any>> {
     options: { messageId?: string | null; source?: string | null; userId?: string | null } = {},
   ): Promise<ThreadTurn<S>> {
     this.#assertOpen();
+    checkKeys(options, 'beginTurn options', ['messageId', 'source', 'userId']);
     const messageId = options.messageId ?? null;
     if (messageId !== null) await this.#threadMessage(messageId);
     const record = await this.#store.putTurn({
@@ -775,6 +825,7 @@ export class CairnThread<S extends StateSchema<any>> {
     this.#assertOpen();
     if (typeof options !== 'object' || options === null)
       throw new CairnError('INVALID_ARGUMENT', 'acquireRun needs { owner, ttlMs }');
+    checkKeys(options, 'acquireRun options', ['owner', 'ttlMs']);
     return acquireRunLease(this.#store, this.#record.id, options.owner, options.ttlMs);
   }
 

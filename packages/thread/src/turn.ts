@@ -1,6 +1,8 @@
 import {
   applyUpdate,
   CairnError,
+  checkKeys,
+  invalidArgument,
   type JsonObject,
   type StateOf,
   type StateSchema,
@@ -115,6 +117,15 @@ export class ThreadTurn<S extends StateSchema<any>> {
   /** Ends the turn (`failed` when an error is given) and purges turns past retention. */
   async finish(options: { status?: 'finished' | 'failed'; error?: string } = {}): Promise<Turn> {
     this.#assertRunning();
+    checkKeys(options, 'finish options', ['status', 'error']);
+    if (
+      options.status !== undefined &&
+      options.status !== 'finished' &&
+      options.status !== 'failed'
+    )
+      throw invalidArgument(
+        `status must be 'finished' or 'failed', got ${JSON.stringify(options.status)}`,
+      );
     const status = options.status ?? (options.error === undefined ? 'finished' : 'failed');
     const steps =
       options.error === undefined

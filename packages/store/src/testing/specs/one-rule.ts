@@ -324,6 +324,267 @@ export function describeOneRule(options: StoreConformanceOptions): void {
       });
     });
 
+    describe('options and inputs: an unknown key is INVALID_ARGUMENT naming it, before anything is written', () => {
+      /** The refusal of `call`: INVALID_ARGUMENT whose message and `details.key` name `key`. */
+      async function expectUnknownKey(call: () => Promise<unknown>, key: string) {
+        const e = await expectCode(call, 'INVALID_ARGUMENT');
+        expect(e.message).toContain(`unknown key ${JSON.stringify(key)}`);
+        expect(e.details.key).toBe(key);
+        return e;
+      }
+
+      /** A thread of one message, on its branch `main`. */
+      async function threadOnBranch() {
+        const t = await makeThread(store());
+        const [m] = await makeChain(store(), t.id, 1);
+        const br = await store().createBranch({
+          threadId: t.id,
+          name: 'main',
+          headMessageId: m!.id,
+        });
+        return { t, m: m!, br };
+      }
+
+      it('a misplaced or misspelled viewer never reads another agent’s private memories', async () => {
+        const tag = newId();
+        await store().addMemories([
+          { agentId: `alice-${tag}`, content: { text: `alice private diary ${tag}` } },
+          { agentId: `bob-${tag}`, content: { text: `bob private diary ${tag}` } },
+        ]);
+        const bob = { agentId: `bob-${tag}` };
+        expect(await store().listMemories({ viewer: bob })).toHaveLength(1);
+        expect(
+          (
+            await expectUnknownKey(
+              () => store().searchMemories({ text: tag, viewer: bob } as never),
+              'viewer',
+            )
+          ).message,
+        ).toBe('searchMemories: unknown key "viewer"; the viewer goes in filter.viewer');
+        expect(
+          (await expectUnknownKey(() => store().listMemories({ veiwer: bob } as never), 'veiwer'))
+            .message,
+        ).toBe('listMemories: unknown key "veiwer" (did you mean "viewer"?)');
+        await expectUnknownKey(() => store().countMemories({ Viewer: bob } as never), 'Viewer');
+        await expectUnknownKey(
+          () => store().searchMemories({ text: tag, filter: { veiwer: bob } as never }),
+          'veiwer',
+        );
+        await expectUnknownKey(
+          () => store().listMemories({ viewer: { agentID: bob.agentId } as never }),
+          'agentID',
+        );
+        await expectUnknownKey(() => store().listMemories({ limit: 1 } as never, {}), 'limit');
+        await expectUnknownKey(() => store().listMemories({}, { limt: 1 } as never), 'limt');
+        expect((await store().searchMemories({ text: tag, filter: { viewer: bob } })).length).toBe(
+          1,
+        );
+      });
+
+      it('every write refuses an unknown key and writes nothing', async () => {
+        const { t, m, br } = await threadOnBranch();
+        const old = turnOf(t.id, { startedAt: 1 });
+        await store().putTurn(old);
+        const agentId = `keys-${newId()}`;
+        const [mem] = await store().addMemories([{ agentId, content: { text: 'kept as is' } }]);
+        const space = await store().getEmbeddingSpace();
+        const id = newId();
+
+        await expectUnknownKey(() => store().createThread({ id, titel: 'x' } as never), 'titel');
+        await expectUnknownKey(
+          () => store().createThreadWithBranch({ id, brnach: 'main' } as never),
+          'brnach',
+        );
+        expect(await store().getThread(id)).toBeNull();
+        await expectUnknownKey(
+          () => store().updateThread(t.id, { title: 'changed', titel: 'x' } as never),
+          'titel',
+        );
+        await expectUnknownKey(
+          () => store().deleteThread(t.id, { idleSnce: Date.now() } as never),
+          'idleSnce',
+        );
+        expect((await store().getThread(t.id))!.title).toBe(t.title);
+
+        const message = { id, threadId: t.id, parentId: m!.id, role: 'user', data: 'x' };
+        await expectUnknownKey(
+          () => store().addMessages([{ ...message, metadata: {} } as never]),
+          'metadata',
+        );
+        await expectUnknownKey(
+          () =>
+            store().addMessagesOnBranch(br.id, m!.id, [{ ...message, parentID: m!.id } as never]),
+          'parentID',
+        );
+        expect(await store().getMessage(id)).toBeNull();
+        await expectUnknownKey(
+          () =>
+            store().createBranch({
+              threadId: t.id,
+              name: 'b2',
+              headMessageId: null,
+              active: true,
+            } as never),
+          'active',
+        );
+        expect(await store().getBranch(t.id, 'b2')).toBeNull();
+        await expectUnknownKey(
+          () =>
+            store().saveCheckpoint({
+              threadId: t.id,
+              name: 'cp',
+              messageId: m!.id,
+              createdAt: 1,
+            } as never),
+          'createdAt',
+        );
+        expect(await store().getCheckpoint(t.id, 'cp')).toBeNull();
+        await expectUnknownKey(
+          () =>
+            store().appendStateCommit(
+              { branchId: br.id, messageId: m!.id, update: { n: 1 }, version: 1 } as never,
+              0,
+            ),
+          'version',
+        );
+        expect(await store().getStateCommits(br.id)).toEqual([]);
+        await expectUnknownKey(
+          () => store().putTurn({ ...turnOf(t.id), id, extra: 1 } as never),
+          'extra',
+        );
+        expect(await store().getTurn(id)).toBeNull();
+        await expectUnknownKey(
+          () => store().purgeTurns({ before: Date.now(), threadID: t.id } as never),
+          'threadID',
+        );
+        expect(await store().getTurn(old.id)).not.toBeNull();
+
+        await expectUnknownKey(
+          () => store().acquireLease({ key: id, owner: 'o', ttlMs: 1000, ttl: 5 } as never),
+          'ttl',
+        );
+        expect(await store().getLease(id)).toBeNull();
+        const lease = {
+          key: id,
+          owner: 'o',
+          acquiredAt: 1,
+          renewedAt: 1,
+          expiresAt: 2,
+          releasedAt: null,
+          data: {},
+        };
+        await expectUnknownKey(
+          () => store().restoreLeases([{ ...lease, extra: 1 } as never]),
+          'extra',
+        );
+        expect(await store().getLease(id)).toBeNull();
+
+        await expectUnknownKey(
+          () =>
+            store().addMemories([{ id, agentId, content: { text: 'x' }, tags: ['a'] } as never]),
+          'tags',
+        );
+        expect(await store().getMemory(id)).toBeNull();
+        await expectUnknownKey(
+          () => store().updateMemory(mem!.id, { content: { text: 'changed' }, meta: {} } as never),
+          'meta',
+        );
+        expect((await store().getMemory(mem!.id))!.content.text).toBe('kept as is');
+        await expectUnknownKey(
+          () => store().ensureEmbeddingSpace({ embedderId: 'e', dimensions: 3, dims: 3 } as never),
+          'dims',
+        );
+        await expectUnknownKey(
+          () =>
+            store().putCachedEmbeddings(`e-${id}`, [
+              { contentHash: 'h', embedding: [1], hash: 'h' } as never,
+            ]),
+          'hash',
+        );
+        expect(await store().getEmbeddingSpace()).toEqual(space);
+        expect((await store().getCachedEmbeddings(`e-${id}`, ['h'])).size).toBe(0);
+      });
+
+      it('restoreThread refuses an unknown key in the records or any record, writing nothing', async () => {
+        const id = newId();
+        const records = {
+          thread: { id, resourceId: null, title: null, metadata: {}, createdAt: 1, updatedAt: 1 },
+          messages: [
+            {
+              id: `${id}-m`,
+              threadId: id,
+              parentId: null,
+              role: 'user',
+              type: null,
+              data: 'x',
+              createdAt: 1,
+              depth: 0,
+            },
+          ],
+          branches: [
+            {
+              id: `${id}-b`,
+              threadId: id,
+              name: 'main',
+              headMessageId: `${id}-m`,
+              isActive: true,
+              createdAt: 1,
+              forkMessageId: null,
+              parentBranchId: null,
+            },
+          ],
+          checkpoints: [],
+          stateCommits: [],
+          turns: [],
+        };
+        await expectUnknownKey(
+          () => store().restoreThread({ ...records, leases: [] } as never),
+          'leases',
+        );
+        await expectUnknownKey(
+          () =>
+            store().restoreThread({ ...records, thread: { ...records.thread, seq: 1 } } as never),
+          'seq',
+        );
+        await expectUnknownKey(
+          () =>
+            store().restoreThread({
+              ...records,
+              branches: [{ ...records.branches[0]!, seq: 1 }],
+            } as never),
+          'seq',
+        );
+        await expectUnknownKey(
+          () =>
+            store().restoreThread({
+              ...records,
+              messages: [{ ...records.messages[0]!, jumpId: null }],
+            } as never),
+          'jumpId',
+        );
+        expect(await store().getThread(id)).toBeNull();
+        await store().restoreThread(records as never);
+        expect((await store().exportThread(id))!.branches).toEqual(records.branches);
+      });
+
+      it('every read refuses an unknown key in its options', async () => {
+        const { t, m, br } = await threadOnBranch();
+        const cases: Array<[() => Promise<unknown>, string]> = [
+          [() => store().listThreads({ limt: 1 } as never), 'limt'],
+          [() => store().getChain(m!.id, { limt: 1 } as never), 'limt'],
+          [() => store().lockBranch(br.id, { timeout: 5 } as never), 'timeout'],
+          [() => store().getStateCommits(br.id, { from: 1 } as never), 'from'],
+          [() => store().getLatestStateCommit(br.id, { snapshot: true } as never), 'snapshot'],
+          [() => store().listTurns(t.id, { limt: 1 } as never), 'limt'],
+          [() => store().listLeases({ limt: 1 } as never), 'limt'],
+          [() => store().scanMemories({ limt: 1 } as never), 'limt'],
+          [() => store().searchMemories({ text: 'x', order: 'newest' } as never), 'order'],
+          [() => store().searchMemories({ text: 'x', filter: { text: 'x' } } as never), 'text'],
+        ];
+        for (const [call, key] of cases) await expectUnknownKey(call, key);
+      });
+    });
+
     describe('keyword search: one stop-word rule, scores relative to the best hit', () => {
       it('leaves stop words out of the query', async () => {
         const agentId = `kw-${newId()}`;
