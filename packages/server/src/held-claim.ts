@@ -42,6 +42,11 @@ export class HeldClaim {
     return { owner: this.#item.value.claim!.owner, attempt: this.#item.value.attempt };
   }
 
+  /** Holds the item as the worker itself rewrote it (same claim, new version). */
+  adopt(item: ClaimedItem): void {
+    this.#item = item;
+  }
+
   stop(reason: StopReason): void {
     if (!this.#control.signal.aborted) this.#control.abort(reason);
   }

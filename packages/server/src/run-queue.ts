@@ -19,6 +19,12 @@ export interface QueueItem {
   attempt: number;
   /** Set by a cancel: the worker running it stops, keeping (`interrupt`) or undoing (`rollback`) its work. */
   cancel: 'interrupt' | 'rollback' | null;
+  /**
+   * The thread's checkpoint when the run's graph first started (null: the thread had none),
+   * recorded before it writes anything, so a rollback undoes every attempt's writes; null
+   * until then.
+   */
+  began: { checkpoint_id: string | null } | null;
 }
 
 export type ClaimedItem = Versioned<QueueItem>;
@@ -83,6 +89,7 @@ export class RunQueue {
       claim: null,
       attempt: 0,
       cancel: null,
+      began: null,
     };
   }
 
@@ -150,9 +157,10 @@ export class RunQueue {
   }
 
   /**
-   * Asks for a run to stop. An item no worker holds is removed at once (returned as
-   * `removed`); a claimed one is marked, and its worker stops it. Null when the run is
-   * not in the queue (finished).
+   * Asks for a run to stop. An item whose run never began is removed at once (returned as
+   * `removed`); one a worker holds, or whose worker lapsed after its graph began writing,
+   * is marked, and a worker stops it (undoing its writes on `rollback`). Null when the run
+   * is not in the queue (finished).
    */
   async cancel(
     runId: string,
@@ -163,7 +171,7 @@ export class RunQueue {
       if (!current) return null;
       const claimed = current.value.claim !== null && current.value.claim.expires_at > Date.now();
       try {
-        if (!claimed) {
+        if (!claimed && !current.value.began) {
           const removed = await this.store.transaction(async (tx) => {
             const again = await tx.getEntry(COLLECTIONS.queue, runId);
             if (again?.version !== current.version) return false;

@@ -21,27 +21,41 @@ async function holdsClaim(
   const item = (await tx.getEntry(COLLECTIONS.queue, runId))?.data as unknown as
     | QueueItem
     | undefined;
+  return holds(item, claim);
+}
+
+function holds(item: QueueItem | undefined, claim: { owner: string; attempt: number }) {
   return item?.claim?.owner === claim.owner && item.attempt === claim.attempt;
 }
 
-/** Marks the run `running`, if its queue item still holds this claim. */
+/**
+ * Marks the run `running` and, the first time, records on its queue item the checkpoint
+ * it begins from (`began`), if the item still holds this claim: the item as written, or
+ * null when the claim is lost.
+ */
 async function markRunning(
   ctx: ServerContext,
   run: Run,
-  claim: { owner: string; attempt: number },
-): Promise<boolean> {
+  held: HeldClaim,
+  from: string | null,
+): Promise<ClaimedItem | null> {
   return ctx.store.transaction(async (tx) => {
-    if (!(await holdsClaim(tx, run.run_id, claim))) return false;
+    const entry = await tx.getEntry(COLLECTIONS.queue, run.run_id);
+    const item = entry?.data as unknown as QueueItem | undefined;
+    if (!entry || !holds(item, held.claim)) return null;
+    const next: QueueItem = item!.began ? item! : { ...item!, began: { checkpoint_id: from } };
     const running: Run = { ...run, status: 'running', updated_at: nowIso() };
-    await tx.putEntries([
+    const [, written] = await tx.putEntries([
+      { collection: COLLECTIONS.runs, id: run.run_id, group: run.thread_id, data: running as never },
       {
-        collection: COLLECTIONS.runs,
+        collection: COLLECTIONS.queue,
         id: run.run_id,
         group: run.thread_id,
-        data: running as never,
+        data: next as never,
+        expectedVersion: entry.version,
       },
     ]);
-    return true;
+    return { value: next, version: written!.version };
   });
 }
 
@@ -238,18 +252,23 @@ export class Worker {
     const writer = await ctx.log.writer(runId, attempt > 1);
     let status: RunStatus = 'success';
     try {
-      if (!(await markRunning(ctx, run, held.claim))) held.stop('lost');
-      if (attempt > MAX_ATTEMPTS) throw new Error(`Run ${runId} exceeded max attempts`);
-      let start: { configurable?: Record<string, unknown> } | undefined;
+      const latest = run.kwargs.temporary
+        ? undefined
+        : (
+            await ctx.saver.getTuple({
+              configurable: { thread_id: run.thread_id, checkpoint_ns: '' },
+            })
+          )?.config;
+      const from = (latest?.configurable?.checkpoint_id as string | undefined) ?? null;
+      const marked = await markRunning(ctx, run, held, from);
+      if (marked) held.adopt(marked);
+      else held.stop('lost');
+      // Where a rollback goes back to: where the run's first attempt began.
+      const began = marked?.value.began ?? null;
+      if (attempt > MAX_ATTEMPTS && !held.signal.aborted)
+        throw new Error(`Run ${runId} exceeded max attempts`);
       let checkpointer: ReturnType<typeof fenced> | null = null;
       if (!held.signal.aborted) {
-        start = run.kwargs.temporary
-          ? undefined
-          : (
-              await ctx.saver.getTuple({
-                configurable: { thread_id: run.thread_id, checkpoint_ns: '' },
-              })
-            )?.config;
         const graphId = run.kwargs.config.configurable?.graph_id as string;
         // Checkpoints are written only while the claim surely holds.
         checkpointer = run.kwargs.temporary ? null : fenced(ctx.saver, held);
@@ -266,11 +285,11 @@ export class Worker {
       }
       if (held.signal.aborted) {
         status = 'interrupted';
-        // Undo what the graph wrote, if it ran: its own writes land first; then the thread
-        // goes back to where the run found it.
-        if (held.signal.reason === 'rollback' && checkpointer) {
-          await checkpointer.settle();
-          await this.#rollBack(run, start);
+        // Undo what the graph wrote, in this attempt or an earlier one: its own writes land
+        // first; then the thread goes back to where the run found it.
+        if (held.signal.reason === 'rollback' && began && !run.kwargs.temporary) {
+          await checkpointer?.settle();
+          await this.#rollBack(run, began.checkpoint_id);
         }
       }
     } catch (e) {
@@ -298,25 +317,22 @@ export class Worker {
 
   /**
    * Undoes a cancelled run's work: the thread's latest checkpoint becomes a copy of the
-   * one it started from (a new checkpoint; the run's own stay in the history as a
-   * fork), or the thread's checkpoints go when the run was its first.
+   * one it began from (a new checkpoint; the run's own stay in the history as a fork), or
+   * the thread's checkpoints go when the run was its first.
    */
-  async #rollBack(
-    run: Run,
-    start: { configurable?: Record<string, unknown> } | undefined,
-  ): Promise<void> {
+  async #rollBack(run: Run, from: string | null): Promise<void> {
     const saver = this.ctx.saver;
-    if (!start) {
+    if (from === null) {
       await saver.deleteThread(run.thread_id);
       return;
     }
+    const thread = { thread_id: run.thread_id, checkpoint_ns: '' };
+    const start = { configurable: { ...thread, checkpoint_id: from } };
     const tuple = await saver.getTuple(start);
-    if (!tuple) return;
+    const latest = await saver.getTuple({ configurable: thread });
+    if (!tuple || latest?.checkpoint.id === from) return; // nothing written since
     const { uuid6 } = await import('@langchain/langgraph-checkpoint');
     const checkpoint = { ...tuple.checkpoint, id: uuid6(-3), ts: new Date().toISOString() };
-    const latest = await saver.getTuple({
-      configurable: { thread_id: run.thread_id, checkpoint_ns: '' },
-    });
     await saver.put(
       latest?.config ?? start,
       checkpoint,

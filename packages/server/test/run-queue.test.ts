@@ -12,6 +12,7 @@ const item = (runId: string, threadId: string, over: Partial<QueueItem> = {}) =>
     claim: null,
     attempt: 0,
     cancel: null,
+    began: null,
     ...over,
   },
   version: 1,

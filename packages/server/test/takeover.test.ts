@@ -1,6 +1,6 @@
 // Workers in processes of their own on one Postgres: one is SIGKILLed while it runs a
 // graph, and another takes the run over once the dead one's claim expires; the thread is
-// not left busy.
+// not left busy. A rollback of a run whose worker died part-way still undoes its writes.
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Store } from '@cairn/store';
 import { createPostgresStore } from '@cairn/store-postgres';
@@ -83,6 +83,50 @@ describe.skipIf(skip)('a worker killed mid-run', () => {
       }
     } finally {
       doomed.kill('SIGKILL');
+      await api.server.close();
+    }
+  });
+
+  it('a run rolled back after its worker died part-way leaves none of its writes', async () => {
+    const api = await serve(store, { concurrency: 0, leaseMs: LEASE_MS });
+    const doomed = await startWorker(schema);
+    let rescuer: Awaited<ReturnType<typeof serve>> | undefined;
+    try {
+      const { client } = api;
+      const thread = await client.threads.create();
+      await client.runs.wait(thread.thread_id, 'agent', { input: userInput('first') });
+      const run = await client.runs.create(thread.thread_id, 'agent', {
+        input: userInput('undone', { sleepMs: 30 }),
+        streamMode: ['messages-tuple'],
+      });
+      // The worker dies once the run's input is checkpointed and tokens stream.
+      let tokens = 0;
+      for await (const e of client.runs.joinStream(thread.thread_id, run.run_id)) {
+        if (e.event === 'messages' && ++tokens === 3) break;
+      }
+      doomed.kill('SIGKILL');
+      await new Promise((r) => setTimeout(r, LEASE_MS + 300)); // its claim has lapsed
+      const next = await client.runs.create(thread.thread_id, 'agent', {
+        input: userInput('instead'),
+        multitaskStrategy: 'rollback',
+      });
+      rescuer = await serve(store, { concurrency: 1, leaseMs: LEASE_MS });
+      await client.runs.join(thread.thread_id, next.run_id);
+      await expect(client.runs.get(thread.thread_id, run.run_id)).rejects.toMatchObject({
+        status: 404,
+      });
+      const state = await client.threads.getState<{ messages: Array<{ content: string }> }>(
+        thread.thread_id,
+      );
+      expect(state.values.messages.map((m) => m.content)).toEqual([
+        'first',
+        '1 messages so far; you said: first',
+        'instead',
+        '3 messages so far; you said: instead',
+      ]);
+    } finally {
+      doomed.kill('SIGKILL');
+      await rescuer?.server.close();
       await api.server.close();
     }
   });
