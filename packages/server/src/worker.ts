@@ -46,7 +46,12 @@ async function markRunning(
     const next: QueueItem = item!.began ? item! : { ...item!, began: { checkpoint_id: from } };
     const running: Run = { ...run, status: 'running', updated_at: nowIso() };
     const [, written] = await tx.putEntries([
-      { collection: COLLECTIONS.runs, id: run.run_id, group: run.thread_id, data: running as never },
+      {
+        collection: COLLECTIONS.runs,
+        id: run.run_id,
+        group: run.thread_id,
+        data: running as never,
+      },
       {
         collection: COLLECTIONS.queue,
         id: run.run_id,
