@@ -31,6 +31,12 @@ export interface StoreCapabilities {
   multiProcess: boolean;
   /** The data outlives the process (false for the in-memory store). */
   durable: boolean;
+  /**
+   * Transactions run side by side, each on a connection of its own, and never hold up
+   * other calls, which see only what has committed (a Postgres store on a pool). False:
+   * one transaction at a time, and other calls on the store wait until it ends.
+   */
+  concurrentTransactions: boolean;
 }
 
 // ---------------------------------------------------------------- inputs
@@ -137,6 +143,15 @@ export interface AcquireLeaseInput {
   owner: string;
   ttlMs: number;
   data?: JsonObject;
+  /**
+   * While another owner's lease is live, wait up to this many milliseconds for it to be
+   * released or to expire instead of failing with `CONFLICT` at once; `TIMEOUT` when it
+   * is still held then. A release wakes the waiter at once where the store hears it
+   * (`notifications`: in the process, or across processes on `cluster`). Waiters of one
+   * store instance take the lease in the order they asked. Default 0; not inside a
+   * transaction.
+   */
+  waitMs?: number;
 }
 
 export interface AcquiredLease {
@@ -425,7 +440,7 @@ export interface Store {
   /**
    * Takes the lease if it is free, released, expired (then `tookOver` holds the old one)
    * or already held by `owner` (then it is renewed). `CONFLICT` while another owner's
-   * lease is live.
+   * lease is live, or, with `waitMs`, `TIMEOUT` once it has waited that long.
    */
   acquireLease(input: AcquireLeaseInput): Promise<AcquiredLease>;
   /** Extends a live lease held by `owner`; `CONFLICT` if it expired, was released or taken. */

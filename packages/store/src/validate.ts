@@ -526,8 +526,16 @@ export function checkTtl(ttlMs: unknown): number {
 
 export function checkLeaseInput(input: AcquireLeaseInput): Required<AcquireLeaseInput> {
   if (typeof input !== 'object' || input === null) throw invalid('lease input must be an object');
-  checkKeys(input, 'acquireLease', keysOf<AcquireLeaseInput>()(['key', 'owner', 'ttlMs', 'data']));
+  checkKeys(
+    input,
+    'acquireLease',
+    keysOf<AcquireLeaseInput>()(['key', 'owner', 'ttlMs', 'data', 'waitMs']),
+  );
+  const waitMs = input.waitMs ?? 0;
+  if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_TTL_MS)
+    throw invalid(`waitMs must be an integer from 0 to ${MAX_TTL_MS}, got ${show(input.waitMs)}`);
   return {
+    waitMs,
     key: checkName(input.key, 'lease key'),
     owner: checkName(input.owner, 'lease owner'),
     ttlMs: checkTtl(input.ttlMs),

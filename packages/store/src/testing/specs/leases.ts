@@ -332,5 +332,86 @@ export function describeLeases(options: StoreConformanceOptions): void {
         expect(await store().getLease(k)).toEqual(lease);
       });
     });
+
+    describe('waiting for a lease (waitMs)', () => {
+      it('waits for the holder to release it, then takes it', async () => {
+        const k = key();
+        await store().acquireLease({ key: k, owner: 'alice', ttlMs: LONG_TTL });
+        const events: string[] = [];
+        const waiting = store()
+          .acquireLease({ key: k, owner: 'bob', ttlMs: LONG_TTL, waitMs: 30_000 })
+          .then((a) => {
+            events.push('bob took it');
+            return a;
+          });
+        await sleep(50);
+        events.push('alice releases');
+        await store().releaseLease(k, 'alice');
+        const { lease, tookOver } = await waiting;
+        expect(events).toEqual(['alice releases', 'bob took it']);
+        expect(lease.owner).toBe('bob');
+        expect(tookOver).toBeNull();
+      });
+
+      it('waits for the lease to expire, then takes it over', async () => {
+        const k = key();
+        await store().acquireLease({ key: k, owner: 'alice', ttlMs: PAST_SHORT_TTL });
+        const { lease, tookOver } = await store().acquireLease({
+          key: k,
+          owner: 'bob',
+          ttlMs: LONG_TTL,
+          waitMs: 30_000,
+        });
+        expect(lease.owner).toBe('bob');
+        expect(tookOver?.owner).toBe('alice');
+      });
+
+      it('gives up with TIMEOUT when it is still held after waitMs, changing nothing', async () => {
+        const k = key();
+        const { lease } = await store().acquireLease({ key: k, owner: 'alice', ttlMs: LONG_TTL });
+        const e = await expectCode(
+          () => store().acquireLease({ key: k, owner: 'bob', ttlMs: LONG_TTL, waitMs: 100 }),
+          'TIMEOUT',
+        );
+        expect(e.details).toMatchObject({ key: k, owner: 'alice' });
+        expect(await store().getLease(k)).toEqual(lease);
+      });
+
+      it('hands the lease to its waiters in the order they asked', async () => {
+        const k = key();
+        await store().acquireLease({ key: k, owner: 'w0', ttlMs: LONG_TTL });
+        const order: string[] = [];
+        const waiters = ['w1', 'w2', 'w3'].map((owner) =>
+          store()
+            .acquireLease({ key: k, owner, ttlMs: LONG_TTL, waitMs: 30_000 })
+            .then(async ({ lease }) => {
+              order.push(lease.owner);
+              await sleep(10);
+              await store().releaseLease(k, owner);
+            }),
+        );
+        await sleep(50);
+        await store().releaseLease(k, 'w0');
+        await Promise.all(waiters);
+        expect(order).toEqual(['w1', 'w2', 'w3']);
+      });
+
+      it('refuses a bad waitMs, and waiting inside a transaction', async () => {
+        for (const waitMs of [-1, 1.5, '10', Number.NaN, 2 ** 31])
+          await expectCode(
+            () => store().acquireLease({ key: key(), owner: 'a', ttlMs: 10, waitMs } as never),
+            'INVALID_ARGUMENT',
+          );
+        const k = key();
+        await expectCode(
+          () =>
+            store().transaction((tx) =>
+              tx.acquireLease({ key: k, owner: 'a', ttlMs: 10, waitMs: 10 }),
+            ),
+          'INVALID_ARGUMENT',
+        );
+        expect(await store().getLease(k)).toBeNull();
+      });
+    });
   });
 }
