@@ -158,6 +158,8 @@ export interface AcquiredLease {
   lease: Lease;
   /** The expired lease of another owner that this acquisition took over, if any. */
   tookOver: Lease | null;
+  /** The lease as it was before (released, expired, or the owner's own), or null if new. */
+  previous: Lease | null;
 }
 
 export interface NewMemory {

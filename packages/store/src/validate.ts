@@ -29,6 +29,7 @@ import {
 } from '@cairn/core';
 import type { MessageJump, MessageLink } from './driver.js';
 import type {
+  AcquiredLease,
   AcquireLeaseInput,
   ChainOptions,
   EmbeddingSpace,
@@ -553,7 +554,7 @@ export function planLeaseAcquire(
   current: Lease | null,
   input: Required<AcquireLeaseInput>,
   now: number,
-): { lease: Lease; tookOver: Lease | null } {
+): AcquiredLease {
   const live = current !== null && current.releasedAt === null && current.expiresAt > now;
   if (live && current.owner !== input.owner) {
     throw new CairnError(
@@ -573,6 +574,7 @@ export function planLeaseAcquire(
         data: { ...current.data, ...input.data },
       },
       tookOver: null,
+      previous: current,
     };
   }
   const expired = current !== null && current.releasedAt === null ? current : null;
@@ -587,6 +589,7 @@ export function planLeaseAcquire(
       data: input.data,
     },
     tookOver: expired,
+    previous: current,
   };
 }
 
