@@ -160,7 +160,7 @@ export const COMMANDS: Record<string, Command> = {
       checkHeader((await lines.next()).value);
       const store = await openStore(parseTarget(db!), 'create');
       try {
-        const { written, skippedThreads } = await importDump(store, lines, {
+        const { written, skippedThreads, keptLeases } = await importDump(store, lines, {
           skipExisting: !!v['skip-existing'],
         }).catch((e) => {
           if (!isCairnError(e, 'CONFLICT')) throw e;
@@ -168,8 +168,12 @@ export const COMMANDS: Record<string, Command> = {
             `${e.message}; --skip-existing keeps what is there and imports the rest`,
           );
         });
+        const notes = [
+          ...(skippedThreads ? [`${skippedThreads} threads were there already`] : []),
+          ...(keptLeases ? [`${keptLeases} leases live in the database were kept`] : []),
+        ];
         io.stderr.write(
-          `imported ${written.threads} threads, ${written.messages} messages, ${written.leases} leases, ${written.memories} memories${skippedThreads ? ` (${skippedThreads} threads were there already)` : ''}\n`,
+          `imported ${written.threads} threads, ${written.messages} messages, ${written.leases} leases, ${written.memories} memories${notes.length ? ` (${notes.join('; ')})` : ''}\n`,
         );
       } finally {
         await store.close();

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { endianness } from 'node:os';
 import { createInterface } from 'node:readline';
-import type { Lease, Memory } from '@cairn/core';
+import { isCairnError, type Lease, type Memory, type Thread } from '@cairn/core';
 import type { EmbeddingSpace, Store, ThreadRecords } from '@cairn/store';
 import { CliError } from './database.js';
 
@@ -138,15 +138,20 @@ function line(kind: Kind, value: object): string {
 const zeroCounts = (): Counts => Object.fromEntries(DUMP_TABLES.map((t) => [t, 0])) as Counts;
 
 /** Every thread, oldest first (the order that recreates their creation order). */
-export async function threadIdsOldestFirst(store: Store): Promise<string[]> {
-  const ids: string[] = [];
+export async function threadsOldestFirst(store: Store): Promise<Thread[]> {
+  const threads: Thread[] = [];
   let cursor: string | null = null;
   do {
     const page = await store.listThreads({ limit: 1000, cursor });
-    for (const t of page.items) ids.push(t.id);
+    threads.push(...page.items);
     cursor = page.nextCursor;
   } while (cursor !== null);
-  return ids.reverse();
+  return threads.reverse();
+}
+
+/** Every thread's id, oldest first. */
+export async function threadIdsOldestFirst(store: Store): Promise<string[]> {
+  return (await threadsOldestFirst(store)).map((t) => t.id);
 }
 
 /** Pages of a keyed listing, one after another. */
@@ -302,6 +307,7 @@ export async function writeMemories(
   skipExisting: boolean,
 ): Promise<number> {
   let todo = memories;
+  if (todo.length === 0) return 0;
   if (skipExisting) {
     const ids = memories.map((m) => m.id);
     const have = new Set(
@@ -311,6 +317,34 @@ export async function writeMemories(
   }
   if (todo.length > 0) await store.addMemories(todo);
   return todo.length;
+}
+
+/** Whether a lease is held now: not released, not expired. */
+export const isLive = (l: Lease, now = Date.now()) => l.releasedAt === null && l.expiresAt > now;
+
+/**
+ * Restores leases, except where the store holds a live one of that key (unless it is the
+ * same record, which the store leaves as it is): a restore never takes or extends a lease
+ * someone holds (the store refuses it; those are left out here and counted as kept). A
+ * lease taken meanwhile is looked up again.
+ */
+export async function writeLeases(
+  store: Store,
+  leases: Lease[],
+): Promise<{ written: number; kept: number }> {
+  for (let attempt = 1; ; attempt++) {
+    const todo: Lease[] = [];
+    for (const l of leases) {
+      const there = await store.getLease(l.key);
+      if (!there || !isLive(there) || sameRecord(there, l)) todo.push(l);
+    }
+    try {
+      if (todo.length > 0) await store.restoreLeases(todo);
+      return { written: todo.length, kept: leases.length - todo.length };
+    } catch (e) {
+      if (!isCairnError(e, 'CONFLICT') || attempt >= 3) throw e;
+    }
+  }
 }
 
 /** Records the source's embedding space in the target (a no-op when it is the same). */
@@ -333,7 +367,7 @@ export async function importDump(
   store: Store,
   lines: AsyncIterator<string>,
   options: { skipExisting?: boolean } = {},
-): Promise<{ written: Counts; skippedThreads: number }> {
+): Promise<{ written: Counts; skippedThreads: number; keptLeases: number }> {
   const skipExisting = options.skipExisting ?? false;
   const writer = new ThreadWriter(store, skipExisting);
   const read = zeroCounts();
@@ -342,11 +376,13 @@ export async function importDump(
   let memories: Memory[] = [];
   let memoriesWritten = 0;
   let leasesWritten = 0;
+  let leasesKept = 0;
   let end: Counts | null = null;
   let n = 1;
   const flushOthers = async () => {
-    if (leases.length > 0) await store.restoreLeases(leases);
-    leasesWritten += leases.length;
+    const l = await writeLeases(store, leases);
+    leasesWritten += l.written;
+    leasesKept += l.kept;
     memoriesWritten += await writeMemories(store, memories, skipExisting);
     leases = [];
     memories = [];
@@ -432,7 +468,7 @@ export async function importDump(
       throw new CliError(`the dump's end record counts ${end[t]} ${t}, the dump holds ${read[t]}`);
   }
   const written = { ...writer.written, leases: leasesWritten, memories: memoriesWritten };
-  return { written, skippedThreads: writer.skipped };
+  return { written, skippedThreads: writer.skipped, keptLeases: leasesKept };
 }
 
 /** A memory record as the store takes it: an embedding in base64 decoded. */
@@ -481,6 +517,9 @@ function canonical(value: unknown, key = ''): string {
   }
   return JSON.stringify(value ?? null);
 }
+
+/** Whether two records are the same as a checksum sees them (key order and float32 rounding aside). */
+export const sameRecord = (a: unknown, b: unknown) => canonical(a) === canonical(b);
 
 /** A count and checksum per table, fed record by record. */
 export class Checksums {

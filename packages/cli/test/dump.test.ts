@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cairn, kinds, seed, type TestDb, tempDir, testDb } from './support.js';
+import { cairn, cairnHere, kinds, seed, type TestDb, tempDir, testDb } from './support.js';
 
 /** A database with everything a dump holds: threads of every kind of record, leases, memories. */
 async function fill(db: TestDb, threads = 3) {
@@ -265,5 +265,100 @@ describe.each(kinds.map((to) => ['sqlite', to] as const))('copy %s → %s', (fro
         .map((l) => JSON.parse(l));
     // Postgres orders the keys of stored JSON objects its own way: compare values.
     expect(parse(target.stdout)).toEqual(parse(source.stdout));
+  });
+});
+
+describe.each(kinds)('leases someone holds, and a target that is not a copy, on %s', (kind) => {
+  const dbs: TestDb[] = [];
+  const db = () => {
+    const d = testDb(kind);
+    dbs.push(d);
+    return d;
+  };
+  afterAll(async () => {
+    for (const d of dbs) await d.drop();
+  });
+
+  /** A database with one thread and `lease-1` held by `owner` for an hour. */
+  async function holding(d: TestDb, owner: string, title: string) {
+    const store = await d.open();
+    const { thread } = await seed(store, title);
+    await store.acquireLease({ key: 'lease-1', owner, ttlMs: 3_600_000 });
+    await store.acquireLease({ key: `run:${thread.id}`, owner, ttlMs: 3_600_000 });
+    const leases = (await store.listLeases()).items;
+    await store.close();
+    return { thread, leases };
+  }
+
+  it('import never takes or extends a live lease, run: leases included', async () => {
+    const source = db();
+    const target = db();
+    await holding(source, 'attacker', 'theirs');
+    const mine = await holding(target, 'target-owner', 'mine');
+    const dump = (await cairnHere(['export', source.arg])).stdout;
+    // The dump's run: lease is for a thread the target does not have; lease-1 collides.
+    const r = await cairnHere(['import', target.arg], dump);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe(
+      'imported 1 threads, 3 messages, 1 leases, 0 memories (1 leases live in the database were kept)\n',
+    );
+    const store = await target.open();
+    try {
+      const leases = (await store.listLeases()).items;
+      for (const l of mine.leases) expect(leases).toContainEqual(l);
+      expect(leases.filter((l) => l.owner === 'attacker')).toHaveLength(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('copy refuses a target that is not an earlier copy before writing anything', async () => {
+    const source = db();
+    await holding(source, 'source-owner', 'source');
+    // A target with a thread of its own; one with only a live lease of another holder.
+    const withThread = db();
+    const withLease = db();
+    {
+      const store = await withThread.open();
+      await seed(store, 'not from the source');
+      await store.close();
+    }
+    {
+      const store = await withLease.open();
+      await store.acquireLease({ key: 'lease-1', owner: 'target-owner', ttlMs: 3_600_000 });
+      await store.close();
+    }
+    for (const [target, why] of [
+      [
+        withThread,
+        /^cairn: the target holds thread ".*", the source does not: copy needs an empty target/,
+      ],
+      [
+        withLease,
+        /^cairn: the target's lease "lease-1" is held by "target-owner" until .*, unlike the source's: copy needs/,
+      ],
+    ] as const) {
+      const before = (await cairnHere(['export', target.arg])).stdout;
+      const r = await cairnHere(['copy', source.arg, target.arg]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(why);
+      expect((await cairnHere(['export', target.arg])).stdout).toBe(before);
+    }
+  });
+
+  it('import --skip-existing of a --thread dump (no memories) exits 0', async () => {
+    const source = db();
+    const { thread } = await holding(source, 'o', 'one thread');
+    const dump = (await cairnHere(['export', source.arg, '--thread', thread.id])).stdout;
+    const target = db();
+    for (let i = 0; i < 2; i++) {
+      const r = await cairnHere(['import', target.arg, '--skip-existing'], dump);
+      expect([r.code, r.stderr]).toEqual([
+        0,
+        i === 0
+          ? 'imported 1 threads, 3 messages, 0 leases, 0 memories\n'
+          : 'imported 0 threads, 0 messages, 0 leases, 0 memories (1 threads were there already)\n',
+      ]);
+    }
   });
 });
