@@ -7,7 +7,7 @@ import { parseAge, prune } from './commands/prune.js';
 import { show, threads } from './commands/read.js';
 import { serve } from './commands/serve.js';
 import { copyStore } from './copy.js';
-import { CliError, openStore, parseTarget, type Target, usage } from './database.js';
+import { CliError, openStore, parseTarget, redact, type Target, usage } from './database.js';
 import { checkHeader, exportDump, importDump, linesOf } from './dump.js';
 import { type Io, table } from './output.js';
 import { Progress } from './progress.js';
@@ -282,22 +282,34 @@ export const COMMANDS: Record<string, Command> = {
     options: {
       port: { type: 'string', description: 'the port (default 4319; 0 picks a free one)' },
       host: { type: 'string', description: 'the interface to listen on (default 127.0.0.1)' },
+      token: {
+        type: 'string',
+        description:
+          'the access token every request needs (or CAIRN_INSPECT_TOKEN; generated off loopback)',
+      },
       'allow-writes': {
         type: 'boolean',
         description: 'let the page switch branches, fork at a message and set checkpoints',
       },
     },
-    help: [...DB_HELP, 'Read-only unless started with --allow-writes.'],
+    help: [
+      ...DB_HELP,
+      'Read-only unless started with --allow-writes. On a --host other than loopback',
+      '(0.0.0.0, a LAN address) other machines can connect: every request, reads too, needs',
+      'the access token, and the address printed carries it (/?token=…), as Jupyter does.',
+    ],
     run: ([db], v, io) => {
       const port = v.port === undefined ? undefined : Number(v.port);
       if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535))
         throw usage(`--port must be a port number from 0 to 65535, got ${JSON.stringify(v.port)}`);
       const host = str(v.host);
+      const token = str(v.token) ?? (process.env.CAIRN_INSPECT_TOKEN || undefined);
       return inspect(
         parseTarget(db!),
         {
           ...(port === undefined ? {} : { port }),
           ...(host === undefined ? {} : { host }),
+          ...(token === undefined ? {} : { accessToken: token }),
           allowWrites: !!v['allow-writes'],
         },
         io,
@@ -485,7 +497,8 @@ export async function run(
       e instanceof CliError || isCairnError(e)
         ? e.message
         : `unexpected failure: ${(e as Error)?.stack ?? e}`;
-    io.stderr.write(`cairn: ${message}\n`);
+    // A driver's message may quote the connection string: no password gets out.
+    io.stderr.write(`cairn: ${redact(message)}\n`);
     return e instanceof CliError ? e.exitCode : 1;
   }
 }

@@ -194,7 +194,7 @@ describe('reachable from the network: every request needs the access token', () 
           expect(JSON.stringify(res.body)).not.toContain('cairn-token');
         }
       }
-      for (const headers of [
+      for (const headers of <Array<Record<string, string>>>[
         { authorization: 'Bearer wrong' },
         { cookie: `cairn-inspector-${lan.port}=${'0'.repeat(48)}` },
       ]) {
