@@ -134,10 +134,17 @@ export const COMMANDS: Record<string, Command> = {
       ...DB_HELP,
       'The dump holds threads, messages, branches, checkpoints, state commits, turns, leases,',
       'memories with their embeddings and the embedding space; its format is in the README.',
+      'The database may be in use: each thread is read whole; one deleted meanwhile is left out.',
     ],
     run: async ([db], v, io) => {
       const threadIds = Array.isArray(v.thread) ? v.thread : undefined;
-      await withStore(db!, (store) => exportDump(store, io.stdout, threadIds ? { threadIds } : {}));
+      const { vanished } = await withStore(db!, (store) =>
+        exportDump(store, io.stdout, threadIds ? { threadIds } : {}),
+      );
+      if (vanished > 0)
+        io.stderr.write(
+          `cairn: ${vanished} threads were deleted while the dump was written and are not in it\n`,
+        );
       return 0;
     },
   },

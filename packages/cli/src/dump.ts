@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { endianness } from 'node:os';
-import { createInterface } from 'node:readline';
 import { isCairnError, type Lease, type Memory, type Thread } from '@cairn/core';
 import type { EmbeddingSpace, Store, ThreadRecords } from '@cairn/store';
 import { CliError } from './database.js';
@@ -204,14 +203,21 @@ class Output {
 
 /**
  * Writes the dump of `store` (or of the given threads only: then without leases and
- * memories) to `out`. Returns what it wrote, by table.
+ * memories) to `out`. Returns what it wrote, by table, and how many listed threads were
+ * deleted before they were read.
+ *
+ * The database may be live: each thread is read whole in one read, and the listings page
+ * by key, so writers change nothing of what is written; a thread deleted after the listing
+ * is left out (counted in `vanished`), one created after it may be missing. A thread named
+ * in `threadIds` that is not there is an error.
  */
 export async function exportDump(
   store: Store,
   out: NodeJS.WritableStream,
   options: { threadIds?: string[] } = {},
-): Promise<Counts> {
+): Promise<Counts & { vanished: number }> {
   const counts = zeroCounts();
+  let vanished = 0;
   const o = new Output(out);
   await o.write(`{"cairn":"dump","version":${DUMP_VERSION}}\n`);
   const whole = options.threadIds === undefined;
@@ -219,7 +225,11 @@ export async function exportDump(
   if (space) await o.write(line('embeddingSpace', space));
   for (const id of options.threadIds ?? (await threadIdsOldestFirst(store))) {
     const r = await store.exportThread(id);
-    if (!r) throw new CliError(`thread ${JSON.stringify(id)} not found`);
+    if (!r && !whole) throw new CliError(`thread ${JSON.stringify(id)} not found`);
+    if (!r) {
+      vanished++; // deleted since the listing
+      continue;
+    }
     countThread(counts, r);
     await o.write(threadLines(r));
   }
@@ -235,7 +245,7 @@ export async function exportDump(
   }
   await o.write(`{"kind":"end","counts":${JSON.stringify(counts)}}\n`);
   await o.flush();
-  return counts;
+  return { ...counts, vanished };
 }
 
 /** Reads the first line of a dump: refuses anything but a dump of a format this code reads. */
@@ -244,8 +254,12 @@ export function checkHeader(text: string | undefined): void {
   try {
     header = text === undefined ? undefined : JSON.parse(text);
   } catch {}
-  if (header?.cairn !== 'dump' || !Number.isInteger(header.version))
+  if (header?.cairn !== 'dump' || header.version === undefined)
     throw new CliError('the input is not a Cairn dump (its first line is not {"cairn":"dump",…})');
+  if (!Number.isSafeInteger(header.version) || (header.version as number) < 1)
+    throw new CliError(
+      `the input is not a Cairn dump: its format version must be a positive integer, got ${JSON.stringify(header.version)}`,
+    );
   if ((header.version as number) > DUMP_VERSION)
     throw new CliError(
       `the dump is format version ${header.version}, newer than this cairn reads (${DUMP_VERSION}); upgrade @cairn/cli`,
@@ -395,6 +409,15 @@ export async function importDump(
     try {
       rec = JSON.parse(next.value);
     } catch {
+      if ((await lines.next()).done) {
+        // The input ends inside this line: a dump cut short (a copy killed mid-write). What
+        // was complete before it is written, as for a dump cut at a line end.
+        await writer.flush();
+        await flushOthers();
+        throw new CliError(
+          `line ${n}: the dump is cut short inside this line (what came before it was imported)`,
+        );
+      }
       throw new CliError(`line ${n}: not JSON`);
     }
     const { kind, ...value } = rec;
@@ -481,9 +504,61 @@ function memoryOf(value: Record<string, unknown>, n: number): Memory {
   return value as unknown as Memory;
 }
 
-/** The lines of a stream, without their line ends. */
+/** The longest line a dump may hold: a record longer than this is refused, not parsed. */
+export const MAX_LINE_BYTES = 256 * 1024 * 1024;
+
+/**
+ * The lines of a stream of UTF-8, without their line ends (`\n` or `\r\n`). Bytes that are
+ * not UTF-8 are an error naming the line (never replaced by U+FFFD), and so is a line over
+ * `maxLineBytes`, found before it is held whole.
+ */
+export async function* readLines(
+  input: NodeJS.ReadableStream | AsyncIterable<Buffer | string>,
+  maxLineBytes = MAX_LINE_BYTES,
+): AsyncGenerator<string, void, undefined> {
+  const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+  let parts: Buffer[] = [];
+  let size = 0;
+  let n = 0;
+  const tooLong = () =>
+    new CliError(
+      `line ${n + 1} is over ${maxLineBytes.toLocaleString('en-US')} bytes: no dump record is that long`,
+    );
+  const decode = (bytes: Buffer): string => {
+    n++;
+    const end =
+      bytes.length > 0 && bytes[bytes.length - 1] === 0x0d ? bytes.length - 1 : bytes.length;
+    try {
+      return decoder.decode(bytes.subarray(0, end));
+    } catch {
+      throw new CliError(`line ${n}: not valid UTF-8`);
+    }
+  };
+  for await (const chunk of input as AsyncIterable<Buffer | string>) {
+    const buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    let at = 0;
+    // A line end byte never occurs inside a UTF-8 sequence: lines split on bytes.
+    for (let nl = buf.indexOf(0x0a, at); nl !== -1; nl = buf.indexOf(0x0a, at)) {
+      const piece = buf.subarray(at, nl);
+      if (size + piece.length > maxLineBytes) throw tooLong();
+      const line = parts.length === 0 ? piece : Buffer.concat([...parts, piece]);
+      parts = [];
+      size = 0;
+      at = nl + 1;
+      yield decode(line);
+    }
+    if (at < buf.length) {
+      size += buf.length - at;
+      if (size > maxLineBytes) throw tooLong();
+      parts.push(buf.subarray(at));
+    }
+  }
+  if (size > 0) yield decode(Buffer.concat(parts));
+}
+
+/** The lines of a dump on a stream (`readLines`). */
 export function linesOf(input: NodeJS.ReadableStream): AsyncIterator<string> {
-  return createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })[Symbol.asyncIterator]();
+  return readLines(input);
 }
 
 /**

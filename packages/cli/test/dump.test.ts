@@ -1,8 +1,11 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CliError } from '../src/database.js';
+import { exportDump, readLines } from '../src/dump.js';
 import { cairn, cairnHere, kinds, seed, type TestDb, tempDir, testDb } from './support.js';
 
 /** A database with everything a dump holds: threads of every kind of record, leases, memories. */
@@ -360,5 +363,117 @@ describe.each(kinds)('leases someone holds, and a target that is not a copy, on 
           : 'imported 0 threads, 0 messages, 0 leases, 0 memories (1 threads were there already)\n',
       ]);
     }
+  });
+});
+
+describe('a live database, and dumps that are not quite right', () => {
+  it('export leaves out a thread deleted while it runs, and its end counts agree', async () => {
+    const db = testDb('sqlite');
+    const seeded = await fill(db, 3);
+    const store = await db.open();
+    try {
+      // Another writer deletes the second thread between the listing and its reading.
+      const doomed = seeded[1]!.thread.id;
+      const live = new Proxy(store, {
+        get(target, key) {
+          if (key === 'exportThread')
+            return async (id: string) => {
+              if (id === doomed) await target.deleteThread(id);
+              return target.exportThread(id);
+            };
+          const v = Reflect.get(target, key);
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+      let text = '';
+      const out = new Writable({
+        write(chunk, _e, done) {
+          text += chunk;
+          done();
+        },
+      });
+      const counts = await exportDump(live, out);
+      expect(counts.vanished).toBe(1);
+      const lines = text
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      expect(lines.filter((l) => l.kind === 'thread').map((l) => l.id)).toEqual([
+        seeded[0]!.thread.id,
+        seeded[2]!.thread.id,
+      ]);
+      expect(lines.at(-1).counts.threads).toBe(2);
+      const target = join(tempDir(), 'live.db');
+      const r = await cairnHere(['import', target], text);
+      expect([r.code, r.stderr]).toEqual([
+        0,
+        'imported 2 threads, 6 messages, 1 leases, 7 memories\n',
+      ]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('refuses bytes that are not UTF-8, naming the line, and writes nothing of that thread', async () => {
+    const db = testDb('sqlite');
+    await fill(db, 1);
+    const dump = (await cairnHere(['export', db.arg])).stdout;
+    const at = dump.indexOf('hello');
+    const bad = Buffer.concat([
+      Buffer.from(dump.slice(0, at)),
+      Buffer.from([0xc3, 0x28]),
+      Buffer.from(dump.slice(at)),
+    ]);
+    const line = dump.slice(0, at).split('\n').length;
+    const target = join(tempDir(), 'utf8.db');
+    const r = await cairnHere(['import', target], bad);
+    expect([r.code, r.stderr]).toEqual([1, `cairn: line ${line}: not valid UTF-8\n`]);
+    expect(JSON.parse((await cairnHere(['threads', target, '--json'])).stdout)).toEqual([]);
+  });
+
+  it('a dump cut inside a line imports the complete threads before the cut', async () => {
+    const db = testDb('sqlite');
+    const seeded = await fill(db, 2);
+    const dump = (await cairnHere(['export', db.arg])).stdout;
+    const lines = dump.split('\n');
+    const second = lines.findIndex((l) => l.includes(`"thread","id":"${seeded[1]!.thread.id}"`));
+    const cut = `${lines.slice(0, second + 2).join('\n')}\n${lines[second + 2]!.slice(0, 20)}`;
+    const target = join(tempDir(), 'cut-mid-line.db');
+    const r = await cairnHere(['import', target], cut);
+    expect([r.code, r.stderr]).toEqual([
+      1,
+      `cairn: line ${second + 3}: the dump is cut short inside this line (what came before it was imported)\n`,
+    ]);
+    const threads = JSON.parse((await cairnHere(['threads', target, '--json'])).stdout);
+    expect(threads.map((t: { id: string }) => t.id)).toEqual([seeded[0]!.thread.id]);
+  });
+
+  it('refuses a header version that is not a positive integer', async () => {
+    for (const version of ['0', '-1', '1.5', '"2"', 'null']) {
+      const r = await cairnHere(
+        ['import', join(tempDir(), 'v.db')],
+        `{"cairn":"dump","version":${version}}\n{"kind":"end","counts":{}}\n`,
+      );
+      expect(r.code, version).toBe(1);
+      expect(r.stderr, version).toMatch(/^cairn: the input is not a Cairn dump/);
+    }
+  });
+
+  it('reads lines of UTF-8 across chunks, and refuses a line over the limit before holding it', async () => {
+    const e = Buffer.from('é');
+    const chunks = [Buffer.from('a\r\nb'), e.subarray(0, 1), e.subarray(1), Buffer.from('\nlast')];
+    const got: string[] = [];
+    for await (const l of readLines(Readable.from(chunks))) got.push(l);
+    expect(got).toEqual(['a', 'bé', 'last']);
+    const long = Readable.from([
+      Buffer.from('short\n'),
+      Buffer.alloc(60, 'x'),
+      Buffer.alloc(60, 'x'),
+    ]);
+    const lines = readLines(long, 100);
+    expect((await lines.next()).value).toBe('short');
+    await expect(lines.next()).rejects.toThrow(
+      new CliError('line 2 is over 100 bytes: no dump record is that long'),
+    );
   });
 });
