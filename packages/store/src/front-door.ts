@@ -7,6 +7,7 @@ import {
   invalidArgument,
   isCairnError,
   type JsonObject,
+  jsonEqual,
   keysOf,
   type Lease,
   type Memory,
@@ -305,6 +306,15 @@ function keyPage<T>(rows: T[], limit: number, key: (row: T) => string): Page<T> 
   const last = items[items.length - 1];
   return { items, nextCursor: rows.length > limit && last ? encodeCursor([key(last)]) : null };
 }
+
+/** Whether two leases are the same record, field by field. */
+const sameLease = (a: Lease, b: Lease) =>
+  a.owner === b.owner &&
+  a.acquiredAt === b.acquiredAt &&
+  a.renewedAt === b.renewedAt &&
+  a.expiresAt === b.expiresAt &&
+  a.releasedAt === b.releasedAt &&
+  jsonEqual(a.data, b.data);
 
 /** The lease, locked until the session ends (or read, where sessions exclude each other). */
 const lockLease = (s: DriverSession, key: string) =>
@@ -1293,8 +1303,18 @@ class FrontDoor implements Store {
     const checked = checkLeases(leases);
     if (checked.length === 0) return;
     await this.#write(async (s) => {
+      const now = this.#d.now();
       for (const l of checked) {
         const existing = await lockLease(s, l.key);
+        // A restore never takes a lease from its live holder, nor extends it: only the
+        // same record again (a re-run) passes, and then nothing is written.
+        if (existing && existing.releasedAt === null && existing.expiresAt > now) {
+          if (sameLease(existing, l)) continue;
+          throw conflict(
+            `lease ${show(l.key)} is held by ${show(existing.owner)} until ${new Date(existing.expiresAt).toISOString()}: a restore does not replace a live lease`,
+            { key: l.key, owner: existing.owner, expiresAt: existing.expiresAt },
+          );
+        }
         if (!(await s.putLease(l, existing === null)))
           throw conflict(`lease ${show(l.key)} was taken while it was restored`, { key: l.key });
       }

@@ -526,7 +526,12 @@ export interface Store {
   restoreThread(records: ThreadRecords): Promise<void>;
   /** Every lease, by key (binary order). */
   listLeases(options?: PageOptions): Promise<Page<Lease>>;
-  /** Writes leases exactly as given (timestamps included), replacing those of the same key. */
+  /**
+   * Writes leases exactly as given (timestamps included), replacing those of the same key,
+   * all or none. A live lease (not released, not expired) is never replaced: restoring it
+   * is `CONFLICT` naming its holder, unless the lease given is the same record (then
+   * nothing is written), so a restore can neither take nor extend a lease someone holds.
+   */
   restoreLeases(leases: Lease[]): Promise<void>;
   /** Every memory, by id (binary order); `addMemories` writes them back as they are. */
   scanMemories(options?: PageOptions): Promise<Page<Memory>>;

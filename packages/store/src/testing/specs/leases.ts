@@ -275,6 +275,32 @@ export function describeLeases(options: StoreConformanceOptions): void {
       expect((await store().getLease(k1))!.owner).toBe('alice');
     });
 
+    it('restoreLeases never takes or extends a live lease; expired and released ones are replaced', async () => {
+      const held = (await store().acquireLease({ key: key(), owner: 'holder', ttlMs: LONG_TTL }))
+        .lease;
+      const free = key();
+      const taken = { ...held, owner: 'intruder', expiresAt: held.expiresAt + LONG_TTL };
+      const extended = { ...held, expiresAt: held.expiresAt + LONG_TTL };
+      const other = { ...held, key: free, owner: 'intruder' };
+      for (const batch of [[taken], [extended], [other, taken]]) {
+        const e = await expectCode(() => store().restoreLeases(batch), 'CONFLICT');
+        expect(e.message).toMatch(/held by "holder"/);
+        expect(await store().getLease(held.key)).toEqual(held);
+        expect(await store().getLease(free)).toBeNull();
+      }
+      // The same record again (a re-run of an import) is no change.
+      await store().restoreLeases([held]);
+      expect(await store().getLease(held.key)).toEqual(held);
+      // An expired lease and a released one are history: a restore replaces them.
+      const past = { ...other, acquiredAt: 1, renewedAt: 1, expiresAt: 2 };
+      await store().restoreLeases([past]);
+      await store().restoreLeases([other]);
+      expect(await store().getLease(free)).toEqual(other);
+      await store().releaseLease(held.key, 'holder');
+      await store().restoreLeases([taken]);
+      expect(await store().getLease(held.key)).toEqual(taken);
+    });
+
     describe('bad input writes nothing', () => {
       it.each([
         ['an empty key', { key: '' }],
