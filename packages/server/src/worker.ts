@@ -31,7 +31,8 @@ function holds(item: QueueItem | undefined, claim: { owner: string; attempt: num
 /**
  * Marks the run `running` and, the first time, records on its queue item the checkpoint
  * it begins from (`began`), if the item still holds this claim: the item as written, or
- * null when the claim is lost.
+ * null when the claim is lost. A cancel or renewal that rewrote the item meanwhile (from
+ * any process) makes it read the item again.
  */
 async function markRunning(
   ctx: ServerContext,
@@ -39,29 +40,35 @@ async function markRunning(
   held: HeldClaim,
   from: string | null,
 ): Promise<ClaimedItem | null> {
-  return ctx.store.transaction(async (tx) => {
-    const entry = await tx.getEntry(COLLECTIONS.queue, run.run_id);
-    const item = entry?.data as unknown as QueueItem | undefined;
-    if (!entry || !holds(item, held.claim)) return null;
-    const next: QueueItem = item!.began ? item! : { ...item!, began: { checkpoint_id: from } };
-    const running: Run = { ...run, status: 'running', updated_at: nowIso() };
-    const [, written] = await tx.putEntries([
-      {
-        collection: COLLECTIONS.runs,
-        id: run.run_id,
-        group: run.thread_id,
-        data: running as never,
-      },
-      {
-        collection: COLLECTIONS.queue,
-        id: run.run_id,
-        group: run.thread_id,
-        data: next as never,
-        expectedVersion: entry.version,
-      },
-    ]);
-    return { value: next, version: written!.version };
-  });
+  for (;;) {
+    try {
+      return await ctx.store.transaction(async (tx) => {
+        const entry = await tx.getEntry(COLLECTIONS.queue, run.run_id);
+        const item = entry?.data as unknown as QueueItem | undefined;
+        if (!entry || !item || !holds(item, held.claim)) return null;
+        const next: QueueItem = item.began ? item : { ...item, began: { checkpoint_id: from } };
+        const running: Run = { ...run, status: 'running', updated_at: nowIso() };
+        const [, written] = await tx.putEntries([
+          {
+            collection: COLLECTIONS.runs,
+            id: run.run_id,
+            group: run.thread_id,
+            data: running as never,
+          },
+          {
+            collection: COLLECTIONS.queue,
+            id: run.run_id,
+            group: run.thread_id,
+            data: next as never,
+            expectedVersion: entry.version,
+          },
+        ]);
+        return { value: next, version: written!.version };
+      });
+    } catch (e) {
+      if (!isCairnError(e, 'CONFLICT')) throw e;
+    }
+  }
 }
 
 /**
