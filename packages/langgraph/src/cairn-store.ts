@@ -19,9 +19,9 @@ import { checkId, checkStore } from '@cairn/store/adapter';
 import {
   BaseStore,
   type GetOperation,
-  InvalidNamespaceError,
   getTextAtPath,
   type IndexConfig,
+  InvalidNamespaceError,
   type Item,
   type ListNamespacesOperation,
   type MatchCondition,
