@@ -420,7 +420,8 @@ export class CairnStore extends BaseStore {
             content,
             metadata,
             embedding,
-            createdAt: now,
+            // At most PAGE items per millisecond: `#scan` pages by creation time.
+            createdAt: now + Math.floor(added.length / PAGE),
           });
         }
       }

@@ -273,6 +273,42 @@ describe('CairnStore', () => {
     );
   }
 
+  it('writes all of a batch or none of it', async () => {
+    const deep = (n: number) => {
+      let v: Record<string, unknown> = {};
+      for (let i = 0; i < n; i++) v = { a: v };
+      return v;
+    };
+    class FailingEmbeddings extends WordEmbeddings {
+      override async embedDocuments(texts: string[]): Promise<number[][]> {
+        if (texts.some((t) => t.includes('fail'))) throw new Error('embedder down');
+        return super.embedDocuments(texts);
+      }
+    }
+    for (const kind of kinds.slice(0, 2)) {
+      const db = await kind.open();
+      const index = { dims: 16, embeddings: new FailingEmbeddings(), fields: ['text'] };
+      for (const [store, bad] of [
+        [new CairnStore(db.store, { agentId: 'deep' }), deep(600)],
+        [new CairnStore(db.store, { agentId: 'embed', index }), { text: 'fail' }],
+      ] as const) {
+        await store.put(['t'], 'kept', { text: 'before' });
+        const error = await store
+          .batch([
+            { namespace: ['t'], key: 'kept', value: { text: 'changed' } },
+            { namespace: ['t'], key: 'new', value: { text: 'new' } },
+            { namespace: ['t'], key: 'bad', value: bad },
+          ])
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(Error);
+        expect(strip(await store.search(['t']))).toEqual([
+          { key: 'kept', namespace: ['t'], value: { text: 'before' } },
+        ]);
+      }
+      await db.dispose();
+    }
+  });
+
   it('rejects a batch with an empty namespace as InMemoryStore does (F14)', async () => {
     const db = await kinds[0]!.open();
     for (const store of [new InMemoryStore(), new CairnStore(db.store)]) {
