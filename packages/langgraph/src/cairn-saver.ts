@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   AsyncLock,
   CairnError,
@@ -11,6 +12,7 @@ import {
   MAX_NAME_LENGTH,
   newId,
   type StateCommit,
+  type Thread,
 } from '@cairn/core';
 import type { NewMessage, Store } from '@cairn/store';
 import { checkStore } from '@cairn/store/adapter';
@@ -44,6 +46,7 @@ import {
   type StoredList,
   type StoredValue,
   tailCovers,
+  type WritesRecord,
 } from './thread-log.js';
 
 export interface CairnSaverOptions {
@@ -78,14 +81,42 @@ function checkSaverArguments(store: unknown, options: CairnSaverOptions): void {
     throw invalidArgument(`cachedThreads must be an integer >= 1, got ${JSON.stringify(cached)}`);
 }
 
-/** The Cairn branch that holds the log of one checkpoint namespace. */
+/**
+ * The Cairn branch that holds the log of one checkpoint namespace: `langgraph` for the root,
+ * `langgraph:<ns>` for a subgraph, and `langgraph#<SHA-256 of ns>` for a namespace too long
+ * for a branch name (subgraphs nested 4 deep and more), whose log records carry `ns` itself.
+ */
 export function namespaceBranch(ns: string): string {
-  return ns === '' ? 'langgraph' : `langgraph:${ns}`;
+  if (ns === '') return 'langgraph';
+  const name = `langgraph:${ns}`;
+  return name.length <= MAX_NAME_LENGTH ? name : `${HASHED}${sha256(ns)}`;
 }
 
-function namespaceOf(branchName: string): string | null {
+const HASHED = 'langgraph#';
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/** The namespace a branch holds the log of: its name, `HASHED` (named in its records), or null. */
+function namespaceOf(branchName: string): string | typeof HASHED | null {
   if (branchName === 'langgraph') return '';
+  if (branchName.startsWith(HASHED)) return HASHED;
   return branchName.startsWith('langgraph:') ? branchName.slice('langgraph:'.length) : null;
+}
+
+/**
+ * Whether a Cairn thread is one a `CairnSaver` made (metadata `{ langgraph: true }`). A thread
+ * of the same id made by the app (`@cairn/thread`, another integration) is not the saver's: it
+ * never writes into it, reads it as absent and never deletes it.
+ */
+function isSaverThread(thread: Thread | null): thread is Thread {
+  return thread !== null && thread.metadata.langgraph === true;
+}
+
+function notSaverThread(threadId: string): CairnError {
+  return new CairnError(
+    'CONFLICT',
+    `thread ${JSON.stringify(threadId)} exists and was not made by a LangGraph checkpointer (it belongs to the app: @cairn/thread or another integration); its checkpoints would mix with the app's messages, so give the graph another thread_id`,
+    { details: { threadId } },
+  );
 }
 
 /** What LangGraph's thread is in Cairn: the folded logs of its namespaces and the message nodes they use. */
@@ -210,10 +241,8 @@ function configThreadId(config: RunnableConfig): string | undefined {
 
 function configNamespace(config: RunnableConfig): string {
   const ns: unknown = config.configurable?.checkpoint_ns ?? '';
-  if (typeof ns !== 'string' || namespaceBranch(ns).length > MAX_NAME_LENGTH) {
-    throw invalidArgument(
-      `checkpoint_ns must be a string of at most ${MAX_NAME_LENGTH - 'langgraph:'.length} characters, got ${JSON.stringify(ns)}`,
-    );
+  if (typeof ns !== 'string') {
+    throw invalidArgument(`checkpoint_ns must be a string, got ${JSON.stringify(ns)}`);
   }
   return ns;
 }
@@ -466,6 +495,7 @@ export class CairnSaver extends BaseCheckpointSaver {
         vals: prepared.map(([channel]) => vals.get(channel)!),
         top: log.latest === null || checkpoint.id >= log.latest ? 1 : log.latest,
       };
+      if (namespaceBranch(ns).startsWith(HASHED)) record.ns = ns;
       const wf = log.firstWrites(checkpoint.id);
       if (wf !== undefined) record.wf = wf;
       return {
@@ -529,26 +559,31 @@ export class CairnSaver extends BaseCheckpointSaver {
           ],
       );
       if (nodes.added.length > 0) await tx.addMessages(nodes.added);
+      const record: WritesRecord = {
+        lg: 'writes',
+        cp: checkpointId,
+        task: taskId,
+        path: taskPath ?? '',
+        items: referred,
+      };
+      if (namespaceBranch(ns).startsWith(HASHED)) record.ns = ns;
       return {
-        record: {
-          lg: 'writes',
-          cp: checkpointId,
-          task: taskId,
-          path: taskPath ?? '',
-          items: referred,
-        },
+        record,
         messageId: null,
         added: nodes.cached,
       };
     });
   }
 
+  /** Deletes a thread this saver made; a thread of the same id that is the app's stays as it is. */
   async deleteThread(threadId: string): Promise<void> {
     const thread = this.#thread(String(threadId));
     await thread.lock.run(async () => {
       thread.spaces.clear();
       thread.nodes.clear();
-      await this.#store.deleteThread(thread.id);
+      await this.#store.transaction(async (tx) => {
+        if (isSaverThread(await tx.getThread(thread.id))) await tx.deleteThread(thread.id);
+      });
     });
     this.#threads.delete(thread.id);
   }
@@ -607,7 +642,7 @@ export class CairnSaver extends BaseCheckpointSaver {
   ): Promise<NamespaceLog | undefined> {
     let log = thread.spaces.get(ns);
     if (!log) {
-      let branch = (await this.#store.getThread(thread.id))
+      let branch = isSaverThread(await this.#store.getThread(thread.id))
         ? await this.#store.getBranch(thread.id, namespaceBranch(ns))
         : null;
       if (!branch) {
@@ -625,14 +660,25 @@ export class CairnSaver extends BaseCheckpointSaver {
 
   /** Every namespace of a thread, each brought up to date. */
   async #namespaces(thread: ThreadLogs): Promise<NamespaceLog[]> {
-    if (!(await this.#store.getThread(thread.id))) {
+    if (!isSaverThread(await this.#store.getThread(thread.id))) {
       thread.spaces.clear();
       return [];
     }
+    const known = new Set([...thread.spaces.values()].map((log) => log.branchId));
     for (const branch of await this.#store.listBranches(thread.id)) {
       const ns = namespaceOf(branch.name);
-      if (ns === null || thread.spaces.has(ns)) continue;
-      thread.spaces.set(ns, new NamespaceLog(ns, branch.id, branch.headMessageId));
+      if (ns === null || known.has(branch.id)) continue;
+      if (ns !== HASHED) {
+        thread.spaces.set(ns, new NamespaceLog(ns, branch.id, branch.headMessageId));
+        continue;
+      }
+      // A long namespace: its records name it.
+      const log = new NamespaceLog('', branch.id, branch.headMessageId);
+      await this.#refresh(thread, log);
+      if (log.recordedNs !== undefined) {
+        log.ns = log.recordedNs;
+        thread.spaces.set(log.ns, log);
+      }
     }
     const logs = [...thread.spaces.values()];
     for (const log of logs) await this.#refresh(thread, log);
@@ -651,7 +697,7 @@ export class CairnSaver extends BaseCheckpointSaver {
     ns: string,
     wanted: string | undefined,
   ): Promise<{ log: NamespaceLog; id: string } | 'all' | undefined> {
-    const branch = (await this.#store.getThread(thread.id))
+    const branch = isSaverThread(await this.#store.getThread(thread.id))
       ? await this.#store.getBranch(thread.id, namespaceBranch(ns))
       : null;
     if (!branch) return undefined;
@@ -698,16 +744,15 @@ export class CairnSaver extends BaseCheckpointSaver {
   }
 
   async #createNamespace(threadId: string, ns: string) {
-    const thread = await this.#store.getThread(threadId);
+    let thread = await this.#store.getThread(threadId);
     if (!thread) {
       await this.#ignoreConflict(() =>
         this.#store.createThread({ id: threadId, metadata: { langgraph: true } }),
       );
-    } else if (thread.metadata.langgraph !== true) {
-      await this.#store.updateThread(threadId, {
-        metadata: { ...thread.metadata, langgraph: true },
-      });
+      // Made here or, a moment earlier, by someone else: whose it is decides.
+      thread = await this.#store.getThread(threadId);
     }
+    if (!isSaverThread(thread)) throw notSaverThread(threadId);
     const name = namespaceBranch(ns);
     await this.#ignoreConflict(() =>
       this.#store.createBranch({ threadId, name, headMessageId: null }),

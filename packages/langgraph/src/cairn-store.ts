@@ -6,15 +6,22 @@ import {
   type JsonValue,
   jsonEqual,
   keysOf,
+  MAX_NAME_LENGTH,
   type Memory,
 } from '@cairn/core';
-import type { MemoryFilter, Store } from '@cairn/store';
+import {
+  MAX_MEMORY_TEXT_LENGTH,
+  type MemoryFilter,
+  type NewMemory,
+  type Store,
+} from '@cairn/store';
 import { checkId, checkStore } from '@cairn/store/adapter';
 import {
   BaseStore,
   type GetOperation,
   getTextAtPath,
   type IndexConfig,
+  InvalidNamespaceError,
   type Item,
   type ListNamespacesOperation,
   type MatchCondition,
@@ -39,6 +46,8 @@ export interface CairnStoreOptions {
 
 const PAGE = 10_000;
 const SEARCH_MAX = 1000;
+/** The most labels a namespace prefix can have for the store to apply it in its query (`filter.metadataPrefix`). */
+const MAX_PREFIX_LABELS = 100;
 const OPERATORS = new Set(['$eq', '$ne', '$gt', '$gte', '$lt', '$lte', '$in', '$nin', '$exists']);
 
 interface ItemMetadata {
@@ -69,6 +78,35 @@ function checkStoreOptions(store: unknown, options: CairnStoreOptions): void {
       );
   } else if (options.embedderId !== undefined) {
     throw invalidArgument('embedderId names the embeddings of index: give index too');
+  }
+}
+
+/** The Cairn `worldId` of an item's first namespace label: the label, or its hash when longer than an id. */
+function worldOf(label: string): string {
+  if (label.length <= MAX_NAME_LENGTH) return label;
+  return `langgraph-label-sha256-${createHash('sha256').update(label).digest('hex')}`;
+}
+
+/** At most `max` characters of `text`, never cutting a surrogate pair in two. */
+function truncate(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const code = text.charCodeAt(max - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max);
+}
+
+/** What `put` and `get` check of a namespace in `batch()` too, as InMemoryStore's `batch` does. */
+function checkNamespace(namespace: unknown, prefix: boolean): void {
+  if (!Array.isArray(namespace))
+    throw new InvalidNamespaceError(
+      `Namespace must be an array of strings, got ${JSON.stringify(namespace)}.`,
+    );
+  if (!prefix && namespace.length === 0)
+    throw new InvalidNamespaceError('Namespace cannot be empty.');
+  for (const label of namespace) {
+    if (typeof label !== 'string' || (!prefix && label === ''))
+      throw new InvalidNamespaceError(
+        `Namespace labels must be non-empty strings, got ${JSON.stringify(label)} in ${JSON.stringify(namespace)}.`,
+      );
   }
 }
 
@@ -176,6 +214,10 @@ export class CairnStore extends BaseStore {
   async batch<Op extends readonly Operation[]>(operations: Op): Promise<OperationResults<Op>> {
     const results: unknown[] = [];
     const puts = new Map<string, PutOperation>();
+    for (const op of operations) {
+      if ('namespacePrefix' in op) checkNamespace(op.namespacePrefix, true);
+      else if ('namespace' in op) checkNamespace(op.namespace, false);
+    }
     // Reads see the store as it was before the batch's puts, as in InMemoryStore.
     for (const op of operations) {
       if ('value' in op) {
@@ -189,7 +231,7 @@ export class CairnStore extends BaseStore {
         results.push(await this.#listNamespaces(op));
       }
     }
-    for (const op of puts.values()) await this.#put(op);
+    await this.#putAll([...puts.values()]);
     return results as OperationResults<Op>;
   }
 
@@ -214,10 +256,22 @@ export class CairnStore extends BaseStore {
     return m ? this.#item(m) : null;
   }
 
+  /**
+   * The store's filter for the items under a namespace prefix: the first label is the item's
+   * `worldId` (indexed), the whole prefix a `metadataPrefix` on its namespace, so searches take
+   * their top hits among these items only.
+   */
+  #filter(prefix: string[]): MemoryFilter {
+    const filter: MemoryFilter = { agentId: this.#agentId, types: ['custom'] };
+    if (prefix.length > 0) filter.worldId = worldOf(prefix[0]!);
+    if (prefix.length > 0 && prefix.length <= MAX_PREFIX_LABELS)
+      filter.metadataPrefix = { namespace: prefix };
+    return filter;
+  }
+
   /** Every item under a namespace prefix, oldest first. */
   async #scan(prefix: string[]): Promise<Memory[]> {
-    const filter: MemoryFilter = { agentId: this.#agentId, types: ['custom'] };
-    if (prefix.length > 0 && prefix[0]!.length <= 200) filter.worldId = prefix[0]!;
+    const filter = this.#filter(prefix);
     const seen = new Set<string>();
     const out: Memory[] = [];
     for (let after: number | undefined; ; ) {
@@ -251,17 +305,22 @@ export class CairnStore extends BaseStore {
     const offset = op.offset ?? 0;
     const limit = op.limit ?? 10;
     const keep = this.#keep(op);
-    if (!op.query) {
+    // Without an index the query is a keyword search, which a blank query has nothing for.
+    if (!op.query || (!this.#index && !/\S/.test(op.query))) {
       const all = (await this.#scan(op.namespacePrefix)).filter(keep);
       return all.slice(offset, offset + limit).map((m) => ({ ...this.#item(m), score: undefined }));
     }
-    const filter: MemoryFilter = { agentId: this.#agentId, types: ['custom'] };
-    if (op.namespacePrefix.length > 0 && op.namespacePrefix[0]!.length <= 200) {
-      filter.worldId = op.namespacePrefix[0]!;
+    const filter = this.#filter(op.namespacePrefix);
+    if (Object.keys(op.filter ?? {}).length > 0 || op.namespacePrefix.length > MAX_PREFIX_LABELS) {
+      // Conditions on values (or a prefix too deep for the store's filter) are checked here:
+      // the search runs among the ids that meet them, so its top hits are theirs.
+      filter.ids = (await this.#scan(op.namespacePrefix)).filter(keep).map((m) => m.id);
+      if (filter.ids.length === 0) return [];
     }
+    const want = Math.min(SEARCH_MAX, offset + limit);
     const search = this.#index
-      ? { vector: await this.#index.embeddings.embedQuery(op.query), filter, limit: SEARCH_MAX }
-      : { text: op.query, filter, limit: SEARCH_MAX };
+      ? { vector: await this.#index.embeddings.embedQuery(op.query), filter, limit: want }
+      : { text: truncate(op.query, MAX_MEMORY_TEXT_LENGTH), filter, limit: want };
     const hits = (await this.#store.searchMemories(search)).filter((h) => keep(h.memory));
     const scored: SearchItem[] = hits.map((h) => ({ ...this.#item(h.memory), score: h.score }));
     if (this.#index && scored.length < offset + limit) {
@@ -300,48 +359,73 @@ export class CairnStore extends BaseStore {
     return texts.filter((t) => t !== '').join('\n');
   }
 
-  async #put(op: PutOperation): Promise<void> {
-    const id = this.#id(op.namespace, op.key);
-    if (op.value === null) {
-      await this.#store.deleteMemories([id]);
-      return;
+  /**
+   * A batch's puts, in one transaction: every value checked and embedded (one
+   * `embedDocuments` call, as InMemoryStore does) before anything is written, so a bad item
+   * or a failing embedder leaves the store as it was.
+   */
+  async #putAll(ops: PutOperation[]): Promise<void> {
+    if (ops.length === 0) return;
+    for (const op of ops) {
+      if (op.value !== null && (typeof op.value !== 'object' || Array.isArray(op.value))) {
+        throw invalidArgument(
+          `a store item's value must be an object, got ${JSON.stringify(op.value)}`,
+        );
+      }
     }
-    if (typeof op.value !== 'object' || Array.isArray(op.value)) {
-      throw invalidArgument(
-        `a store item's value must be an object, got ${JSON.stringify(op.value)}`,
-      );
-    }
-    const text = this.#text(op);
-    let embedding: number[] | null = null;
-    if (this.#index && text !== null) {
+    const texts = ops.map((op) => this.#text(op));
+    const vectors: Array<number[] | null> = ops.map(() => null);
+    const embed = texts.flatMap((t, i) => (t === null ? [] : [i]));
+    if (this.#index && embed.length > 0) {
       this.#space ??= this.#store.ensureEmbeddingSpace({
         embedderId: this.#embedderId!,
         dimensions: this.#index.dims,
       });
       await this.#space;
-      embedding = (await this.#index.embeddings.embedDocuments([text]))[0] ?? null;
+      const embedded = await this.#index.embeddings.embedDocuments(embed.map((i) => texts[i]!));
+      embed.forEach((i, j) => {
+        vectors[i] = embedded[j] ?? null;
+      });
     }
-    const content = { text: text ?? '', value: op.value as JsonObject };
+    const ids = ops.map((op) => this.#id(op.namespace, op.key));
     const now = Date.now();
-    const metadata = { namespace: op.namespace, key: op.key, updatedAt: now };
     await this.#store.transaction(async (tx) => {
-      if (await tx.getMemory(id)) {
-        await tx.updateMemory(id, { content, metadata, embedding });
-      } else {
-        await tx.addMemories([
-          {
-            id,
+      const existing = new Set<string>();
+      for (let i = 0; i < ids.length; i += PAGE) {
+        const page = await tx.listMemories({ ids: ids.slice(i, i + PAGE) }, { limit: PAGE });
+        for (const m of page) existing.add(m.id);
+      }
+      const gone = ids.filter((id, i) => ops[i]!.value === null && existing.has(id));
+      if (gone.length > 0) await tx.deleteMemories(gone);
+      const added: NewMemory[] = [];
+      for (const [i, op] of ops.entries()) {
+        if (op.value === null) continue;
+        // Keyword search sees the first MAX_MEMORY_TEXT_LENGTH characters (the store's limit
+        // on a memory's text); the embedder, the value and every other read see all of it.
+        const content = {
+          text: truncate(texts[i] ?? '', MAX_MEMORY_TEXT_LENGTH),
+          value: op.value as JsonObject,
+        };
+        const metadata = { namespace: op.namespace, key: op.key, updatedAt: now };
+        const embedding = vectors[i]!;
+        if (existing.has(ids[i]!)) {
+          await tx.updateMemory(ids[i]!, { content, metadata, embedding });
+        } else {
+          added.push({
+            id: ids[i]!,
             type: 'custom',
             agentId: this.#agentId,
-            worldId: op.namespace[0]!.length <= 200 ? op.namespace[0]! : null,
+            worldId: worldOf(op.namespace[0]!),
             scope: 'shared',
             content,
             metadata,
             embedding,
-            createdAt: now,
-          },
-        ]);
+            // At most PAGE items per millisecond: `#scan` pages by creation time.
+            createdAt: now + Math.floor(added.length / PAGE),
+          });
+        }
       }
+      if (added.length > 0) await tx.addMemories(added);
     });
   }
 }

@@ -41,6 +41,8 @@ export interface CheckpointRecord {
    */
   top?: string | 1;
   wf?: number;
+  /** The namespace, in the records of one whose branch name is its hash (`namespaceBranch`). */
+  ns?: string;
 }
 
 /** A log entry for `putWrites`. */
@@ -51,6 +53,8 @@ export interface WritesRecord {
   path: string;
   /** `[idx, channel, value]`; idx is `WRITES_IDX_MAP[channel]` or the write's position. */
   items: Array<[number, string, StoredValue]>;
+  /** As in `CheckpointRecord`. */
+  ns?: string;
 }
 
 export type LogRecord = CheckpointRecord | WritesRecord;
@@ -73,7 +77,9 @@ interface Resolved {
  * one Cairn branch). Entries are immutable once folded; `version` is the last commit folded.
  */
 export class NamespaceLog {
-  readonly ns: string;
+  ns: string;
+  /** The namespace its records name, if they do (a long namespace, whose branch is its hash). */
+  recordedNs: string | undefined;
   readonly branchId: string;
   version = 0;
   head: string | null;
@@ -96,6 +102,7 @@ export class NamespaceLog {
   fold(version: number, record: LogRecord): void {
     if (version <= this.version) return;
     this.version = version;
+    if (record.ns !== undefined) this.recordedNs ??= record.ns;
     if (record.lg === 'checkpoint') {
       // A checkpoint stored again under its id replaces the old one; what its descendants resolved may change.
       if (this.checkpoints.has(record.id)) this.#resolved = new Map();

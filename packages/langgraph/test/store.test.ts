@@ -5,6 +5,7 @@ import {
   type BaseStore,
   InMemoryStore,
   InvalidNamespaceError,
+  type PutOperation,
 } from '@langchain/langgraph-checkpoint';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CairnStore } from '../src/index.js';
@@ -178,6 +179,150 @@ describe('CairnStore', () => {
       60_000,
     );
   }
+
+  for (const kind of kinds) {
+    it.skipIf(kind.skip)(
+      `finds a tenant's items however many other tenants' items outrank them on ${kind.name} (F10)`,
+      async () => {
+        const db = await kind.open();
+        const index = { dims: 16, embeddings: new WordEmbeddings(), fields: ['text'] };
+        const reference = new InMemoryStore({ index });
+        const stores = [
+          new CairnStore(db.store),
+          new CairnStore(db.store, { index, agentId: 'v' }),
+        ];
+        try {
+          // More than the 1,000 hits a search asks the store for, each a better match.
+          const ops: PutOperation[] = [];
+          for (let i = 0; i < 1050; i++)
+            ops.push({
+              namespace: ['users', `other${i}`],
+              key: 'note',
+              value: { text: 'apple apple apple apple', owner: `other${i}` },
+            });
+          for (let i = 0; i < 3; i++)
+            ops.push({
+              namespace: ['users', 'u1'],
+              key: `note${i}`,
+              value: { text: 'apple pie recipe with many other words in it', owner: 'u1' },
+            });
+          for (const store of [reference, ...stores]) await store.batch(ops);
+          const answers = async (store: BaseStore) => {
+            const keys = async (prefix: string[], options: Parameters<BaseStore['search']>[1]) =>
+              (await store.search(prefix, options)).map((i) => i.key).sort();
+            return [
+              await keys(['users', 'u1'], { query: 'apple' }),
+              await keys(['users', 'u1'], { query: 'apple', limit: 2, offset: 1 }),
+              await keys(['users'], { query: 'apple', filter: { owner: 'u1' } }),
+              await keys(['users'], { query: 'apple', filter: { owner: { $in: ['u1'] } } }),
+            ];
+          };
+          const expected = await answers(reference);
+          expect(expected[0]).toEqual(['note0', 'note1', 'note2']);
+          // By keyword (no index) and by vector.
+          for (const store of stores) {
+            const got = await answers(store);
+            expect(got[0]).toEqual(expected[0]);
+            expect(got[1]).toHaveLength(2);
+            expect(got.slice(2)).toEqual(expected.slice(2));
+          }
+        } finally {
+          await db.dispose();
+        }
+      },
+      60_000,
+    );
+
+    it.skipIf(kind.skip)(
+      `takes what InMemoryStore takes: large values, long labels on ${kind.name} (F14)`,
+      async () => {
+        const db = await kind.open();
+        const index = { dims: 16, embeddings: new WordEmbeddings(), fields: ['$'] };
+        const long = `tenant-${'x'.repeat(250)}`;
+        const big = { text: `${'w '.repeat(150_000)}needle`, n: 1 };
+        const answers = async (store: BaseStore) => {
+          await store.put(['big'], 'k', big);
+          await store.put([long, 'a'], 'k', { v: 1 });
+          await store.put([long, 'b'], 'k', { v: 2 });
+          await store.put(['other'], 'k', { v: 3 });
+          return strip([
+            await store.get(['big'], 'k'),
+            (await store.search(['big'], { query: 'w' })).map((i) => i.key),
+            await store.get([long, 'a'], 'k'),
+            await store.search([long]),
+            (await store.search([long, 'b'], { query: 'v' })).map((i) => i.key),
+            await store.listNamespaces({ prefix: [long] }),
+            (await store.batch([{ namespace: [long], key: 'k', value: { v: 4 } }]))[0],
+            await store.get([long], 'k'),
+          ]);
+        };
+        try {
+          for (const [agentId, options] of [
+            ['plain', {}],
+            ['indexed', { index }],
+          ] as const) {
+            const expected = await answers(new InMemoryStore(options));
+            const store = new CairnStore(db.store, { ...options, agentId });
+            expect(await answers(store)).toEqual(expected);
+          }
+        } finally {
+          await db.dispose();
+        }
+      },
+      60_000,
+    );
+  }
+
+  it('writes all of a batch or none of it', async () => {
+    const deep = (n: number) => {
+      let v: Record<string, unknown> = {};
+      for (let i = 0; i < n; i++) v = { a: v };
+      return v;
+    };
+    class FailingEmbeddings extends WordEmbeddings {
+      override async embedDocuments(texts: string[]): Promise<number[][]> {
+        if (texts.some((t) => t.includes('fail'))) throw new Error('embedder down');
+        return super.embedDocuments(texts);
+      }
+    }
+    for (const kind of kinds.slice(0, 2)) {
+      const db = await kind.open();
+      const index = { dims: 16, embeddings: new FailingEmbeddings(), fields: ['text'] };
+      for (const [store, bad] of [
+        [new CairnStore(db.store, { agentId: 'deep' }), deep(600)],
+        [new CairnStore(db.store, { agentId: 'embed', index }), { text: 'fail' }],
+      ] as const) {
+        await store.put(['t'], 'kept', { text: 'before' });
+        const error = await store
+          .batch([
+            { namespace: ['t'], key: 'kept', value: { text: 'changed' } },
+            { namespace: ['t'], key: 'new', value: { text: 'new' } },
+            { namespace: ['t'], key: 'bad', value: bad },
+          ])
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(Error);
+        expect(strip(await store.search(['t']))).toEqual([
+          { key: 'kept', namespace: ['t'], value: { text: 'before' } },
+        ]);
+      }
+      await db.dispose();
+    }
+  });
+
+  it('rejects a batch with an empty namespace as InMemoryStore does (F14)', async () => {
+    const db = await kinds[0]!.open();
+    for (const store of [new InMemoryStore(), new CairnStore(db.store)]) {
+      for (const op of [
+        { namespace: [], key: 'k', value: { v: 1 } },
+        { namespace: [], key: 'k' },
+        { namespace: ['a', ''], key: 'k', value: { v: 1 } },
+      ]) {
+        await expect(store.batch([op])).rejects.toThrow(InvalidNamespaceError);
+      }
+      expect(await store.search([])).toEqual([]);
+    }
+    await db.dispose();
+  });
 
   it('matches namespaces by whole labels (langgraphjs#2721)', async () => {
     const db = await kinds[0]!.open();

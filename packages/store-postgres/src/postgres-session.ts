@@ -1015,5 +1015,15 @@ function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
       params.push(values);
       return `${column} = ANY($${params.length}::text[])`;
     },
+    jsonArrayPrefix(column, key, labels) {
+      params.push(key);
+      const path = `${column} -> $${params.length}::text`;
+      const parts = [`jsonb_typeof(${path}) = 'array'`];
+      labels.forEach((label, i) => {
+        params.push(label);
+        parts.push(`(${path} -> ${i}) = to_jsonb($${params.length}::text)`);
+      });
+      return `(${parts.join(' AND ')})`;
+    },
   });
 }

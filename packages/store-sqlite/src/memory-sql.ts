@@ -18,6 +18,19 @@ export function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
       params.push(JSON.stringify(values));
       return `${column} IN (SELECT value FROM json_each(?))`;
     },
+    jsonArrayPrefix(column, key, labels) {
+      // `key` is letters, digits, `_` and `-` (checked): safe inside the quoted path.
+      const path = `$."${key}"`;
+      const parts = [`json_type(${column}, '${path}') = 'array'`];
+      labels.forEach((label, i) => {
+        params.push(label);
+        // The type first: json_extract gives an object or array element as its JSON text.
+        parts.push(
+          `json_type(${column}, '${path}[${i}]') = 'text' AND json_extract(${column}, '${path}[${i}]') = ?`,
+        );
+      });
+      return `(${parts.join(' AND ')})`;
+    },
   });
 }
 

@@ -33,6 +33,12 @@ export function matchesMemoryFilter(memory: Memory, filter: MemoryFilter = {}): 
   if (filter.createdAfter !== undefined && !(memory.createdAt > filter.createdAfter)) return false;
   if (filter.createdBefore !== undefined && !(memory.createdAt < filter.createdBefore))
     return false;
+  if (filter.metadataPrefix) {
+    for (const [key, labels] of Object.entries(filter.metadataPrefix)) {
+      const path = Object.hasOwn(memory.metadata, key) ? memory.metadata[key] : undefined;
+      if (!Array.isArray(path) || !labels.every((label, i) => path[i] === label)) return false;
+    }
+  }
   return true;
 }
 

@@ -13,6 +13,12 @@ export interface SqlFilterDialect {
   value(value: string | number | null): string;
   /** The condition that `column` is one of `values` (the list may be empty). */
   oneOf(column: string, values: readonly string[]): string;
+  /**
+   * The condition that the JSON object in `column` holds, under the top-level `key`, an
+   * array whose first elements are the strings `labels` (an array of any length when
+   * `labels` is empty). `key` is 1-200 of `A-Z a-z 0-9 _ -`.
+   */
+  jsonArrayPrefix(column: string, key: string, labels: readonly string[]): string;
 }
 
 /**
@@ -50,6 +56,8 @@ export function memoryFilterSql(filter: MemoryFilter, d: SqlFilterDialect): stri
     where.push(`${c('created_at')} > ${d.value(filter.createdAfter)}`);
   if (filter.createdBefore !== undefined)
     where.push(`${c('created_at')} < ${d.value(filter.createdBefore)}`);
+  for (const [key, labels] of Object.entries(filter.metadataPrefix ?? {}))
+    where.push(d.jsonArrayPrefix(c('metadata'), key, labels));
   return where.length === 0 ? '1 = 1' : where.join(' AND ');
 }
 

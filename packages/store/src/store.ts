@@ -198,6 +198,20 @@ export interface MemoryFilter {
   ids?: string[];
   createdAfter?: Timestamp;
   createdBefore?: Timestamp;
+  /**
+   * Paths kept in metadata, matched by whole labels from the start: each key names a
+   * metadata field that must hold an array of strings beginning with the given labels.
+   * `{ namespace: ['users', 'u1'] }` admits `metadata.namespace` `['users', 'u1']` and
+   * `['users', 'u1', 'notes']`, never `['users', 'u10']` or `['u1']`; `[]` admits any array.
+   * Applied inside every listing and search, so a search's `limit` counts only memories
+   * under the path. Keys: 1-200 of `A-Z a-z 0-9 _ -`; at most 100 labels per path.
+   *
+   * @example
+   * ```ts
+   * await store.searchMemories({ text: 'apple', filter: { metadataPrefix: { namespace: ['users', 'u1'] } } });
+   * ```
+   */
+  metadataPrefix?: Record<string, string[]>;
 }
 
 export interface ListMemoriesOptions {

@@ -800,7 +800,12 @@ const MEMORY_FILTER_KEYS = keysOf<MemoryFilter>()([
   'ids',
   'createdAfter',
   'createdBefore',
+  'metadataPrefix',
 ]);
+/** A metadata key `metadataPrefix` can name (it becomes part of a JSON path in SQL). */
+const METADATA_KEY = /^[A-Za-z0-9_-]{1,200}$/;
+/** The most labels one `metadataPrefix` path holds (each is one condition in SQL). */
+export const MAX_METADATA_PREFIX_LABELS = 100;
 const LIST_MEMORIES_KEYS = keysOf<ListMemoriesOptions>()(['limit', 'order']);
 const SEARCH_KEYS = keysOf<MemorySearch>()(['vector', 'text', 'filter', 'limit', 'threshold']);
 
@@ -860,7 +865,36 @@ export function checkMemoryFilter(
     checkTimestamp(filter.createdAfter, 'filter.createdAfter', 0);
   if (filter.createdBefore !== undefined)
     checkTimestamp(filter.createdBefore, 'filter.createdBefore', 0);
+  if (filter.metadataPrefix !== undefined) checkMetadataPrefix(filter.metadataPrefix);
   return filter;
+}
+
+function checkMetadataPrefix(paths: unknown): void {
+  if (typeof paths !== 'object' || paths === null || Array.isArray(paths))
+    throw invalid(`filter.metadataPrefix must be an object of label arrays, got ${show(paths)}`, {
+      field: 'filter.metadataPrefix',
+    });
+  for (const [key, labels] of Object.entries(paths)) {
+    const label = `filter.metadataPrefix[${JSON.stringify(key)}]`;
+    if (!METADATA_KEY.test(key))
+      throw invalid(
+        `filter.metadataPrefix: a key must be 1-200 of A-Z a-z 0-9 _ -, got ${show(key)}`,
+        { field: 'filter.metadataPrefix' },
+      );
+    if (!Array.isArray(labels) || labels.length > MAX_METADATA_PREFIX_LABELS)
+      throw invalid(
+        `${label} must be an array of at most ${MAX_METADATA_PREFIX_LABELS} strings, got ${show(labels)}`,
+        { field: label },
+      );
+    labels.forEach((l: unknown, i) => {
+      if (typeof l !== 'string' || l.length > MAX_MEMORY_TEXT_LENGTH)
+        throw invalid(
+          `${label}[${i}] must be a string of at most ${MAX_MEMORY_TEXT_LENGTH} characters, got ${show(l)}`,
+          { field: `${label}[${i}]` },
+        );
+      checkText(l, `${label}[${i}]`);
+    });
+  }
 }
 
 export interface CheckedSearch {

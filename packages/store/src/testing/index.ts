@@ -11,6 +11,7 @@ import { describeLifecycle } from './specs/lifecycle.js';
 import { describeLineage } from './specs/lineage.js';
 import { describeMemories } from './specs/memories.js';
 import { describeMessages } from './specs/messages.js';
+import { describeMetadataPrefix } from './specs/metadata-prefix.js';
 import { describeNotifications } from './specs/notifications.js';
 import { describeOneRule } from './specs/one-rule.js';
 import { describeRecords } from './specs/records.js';
@@ -38,6 +39,7 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeLeases,
   describeEntries,
   describeMemories,
+  describeMetadataPrefix,
   describeRecords,
   describeScopeIsolation,
   describeVectorSearch,
