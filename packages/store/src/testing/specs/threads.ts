@@ -39,6 +39,17 @@ export function describeThreads(options: StoreConformanceOptions): void {
       expect(await store().getThread(id)).toEqual(t);
     });
 
+    it('reads -0 back as 0, as JSON text does', async () => {
+      const t = await store().createThread({ metadata: { z: -0, list: [-0, { y: -0 }] } });
+      const read = (await store().getThread(t.id))!.metadata as {
+        z: number;
+        list: [number, { y: number }];
+      };
+      expect(Object.is(read.z, 0)).toBe(true);
+      expect(Object.is(read.list[0], 0)).toBe(true);
+      expect(Object.is(read.list[1].y, 0)).toBe(true);
+    });
+
     it('returns null for an unknown thread', async () => {
       expect(await store().getThread(newId())).toBeNull();
     });
