@@ -855,6 +855,7 @@ class FrontDoor implements Store {
     const t = checkTurn(turn);
     return this.#write(async (s) => {
       await this.#requireThread(s, t.threadId);
+      if (t.messageId !== null) await this.#messageIn(s, t.threadId, t.messageId);
       await s.putTurn(t);
       return t;
     });
@@ -1116,7 +1117,12 @@ class FrontDoor implements Store {
       await s.insertMessages(planned.messages, planned.jumps);
       for (const b of r.branches) await insertNewBranch(s, { ...b, isActive: false });
       if (r.activeBranchId !== null) await s.setActiveBranch(threadId, r.activeBranchId);
-      for (const c of r.checkpoints) await s.putCheckpoint(c);
+      for (const c of r.checkpoints) {
+        // putCheckpoint keys on (thread, name): a taken id is found here, not by the driver.
+        if (await s.getCheckpointById(c.id))
+          throw conflict(`checkpoint id ${show(c.id)} already exists`, { id: c.id });
+        await s.putCheckpoint(c);
+      }
       for (const { draft, version } of r.stateCommits) {
         if (!(await appendCommit(s, draft, version - 1)))
           throw conflict(
