@@ -56,6 +56,7 @@ import type {
   ThreadRecords,
   ThreadWithBranch,
 } from './store.js';
+import { runLeaseKey } from './store.js';
 import {
   checkCachedEmbeddings,
   checkChainOptions,
@@ -91,6 +92,7 @@ import {
   checkTtl,
   checkTurn,
   checkVectorWidth,
+  DEFAULT_LOCK_TIMEOUT_MS,
   encodeCursor,
   type MessageDraft,
   messageBatchLookups,
@@ -473,22 +475,53 @@ class FrontDoor implements Store {
         ? undefined
         : checkTimestamp(options.idleSince, 'idleSince', 0);
     return this.#write(async (s, touch) => {
-      if (idleSince !== undefined && !(await this.#idleSince(s, id, idleSince))) return false;
+      if (idleSince !== undefined && !(await this.#idleSince(s, id, idleSince, true))) return false;
       const deleted = await s.deleteThread(id);
       if (deleted) touch({ threadId: id, kind: 'thread' });
       return deleted;
     });
   }
 
+  async isThreadIdle(id: string, since: number): Promise<boolean> {
+    this.#open();
+    checkId(id, 'thread id');
+    const t = checkTimestamp(since, 'since', 0);
+    return this.#read((s) => this.#idleSince(s, id, t, false));
+  }
+
   /**
-   * The thread exists and neither it nor a message of it was written at or after
-   * `since`. Locked first, so that no writer of the thread slips in before the delete.
+   * The one rule of thread activity (`deleteThread`'s `idleSince`, `isThreadIdle`): the
+   * thread exists, nothing of it was written at or after `since` (the thread itself, a
+   * message, a branch, a state commit, a checkpoint, a turn, its run lease) and nothing
+   * works on it now (a running turn, a live run lease).
+   *
+   * With `lock` (a write session about to delete) its writers are locked out first, so
+   * that none slips in between this check and the delete: the run lease, the branches
+   * (state commits and head moves take their lock) and the thread (messages, branches,
+   * checkpoints and updates need it). In that order, the order writers take them in.
    */
-  async #idleSince(s: DriverSession, id: string, since: number): Promise<boolean> {
-    const t = await (s.lockThread ? s.lockThread(id) : s.getThread(id));
+  async #idleSince(s: DriverSession, id: string, since: number, lock: boolean): Promise<boolean> {
+    const now = this.#d.now();
+    const key = runLeaseKey(id);
+    const lease = await (lock ? lockLease(s, key) : s.getLease(key));
+    if (lease && (lease.renewedAt >= since || (lease.releasedAt ?? 0) >= since)) return false;
+    if (lease && lease.releasedAt === null && lease.expiresAt > now) return false;
+    if (lock && s.lockBranch)
+      for (const b of await s.listBranches(id)) await s.lockBranch(b.id, DEFAULT_LOCK_TIMEOUT_MS);
+    const t = await (lock && s.lockThread ? s.lockThread(id) : s.getThread(id));
     if (!t || t.updatedAt >= since) return false;
     const newest = await s.latestMessageAt(id);
-    return newest === null || newest < since;
+    if (newest !== null && newest >= since) return false;
+    for (const b of await s.listBranches(id)) {
+      if (b.createdAt >= since) return false;
+      const commit = await s.getLatestStateCommit(b.id, {});
+      if (commit && commit.createdAt >= since) return false;
+    }
+    for (const c of await s.listCheckpoints(id)) if (c.createdAt >= since) return false;
+    for (const turn of await s.listTurns(id, Number.MAX_SAFE_INTEGER))
+      if (turn.status === 'running' || turn.startedAt >= since || (turn.finishedAt ?? 0) >= since)
+        return false;
+    return true;
   }
 
   // ---------------------------------------------------------------- messages
