@@ -887,7 +887,10 @@ class FrontDoor implements Store {
     this.#open();
     const t = checkTurn(turn);
     return this.#write(async (s) => {
-      await this.#requireThread(s, t.threadId);
+      // Held (key share, as a message batch holds it) until the turn is written: a prune
+      // deleting the thread waits for this session and then sees the turn.
+      const { threadIds } = await s.lookupMessageBatch({ threadIds: [t.threadId], messageIds: [] });
+      if (!threadIds.has(t.threadId)) throw notFound('thread', t.threadId);
       if (t.messageId !== null) await this.#messageIn(s, t.threadId, t.messageId);
       await s.putTurn(t);
       return t;
