@@ -197,6 +197,55 @@ async function serverRows(log: (line: string) => void): Promise<Comparison[]> {
   }
 }
 
+/**
+ * A thread grown from empty in one process, as a new deployment grows one: a few short
+ * threads read first (the store's prepared statements get their plans while the tables
+ * are tiny and have no statistics: autovacuum is off here, as on a fresh or bulk-loaded
+ * database), then a 20,000-message thread written and read whole. The baseline is the
+ * same database after ANALYZE (which also throws the cached plans away).
+ */
+async function grownFromEmpty(log: (line: string) => void): Promise<Comparison> {
+  const MESSAGES = 20_000;
+  const open = async () => {
+    const schema = `cairn_bench_${newId().replaceAll('-', '').slice(-12)}`;
+    const store = await createPostgresStore({ connectionString: URL }, { schema });
+    for (let t = 0; t < 3; t++) {
+      const thread = await store.createThread({});
+      const short = chainRows(thread.id, 6, null);
+      await store.addMessages(short);
+      for (let i = 0; i < 8; i++) await store.getChain(short.at(-1)!.id);
+    }
+    const thread = await store.createThread({});
+    const rows = chainRows(thread.id, MESSAGES, null);
+    for (let i = 0; i < rows.length; i += 100) await store.addMessages(rows.slice(i, i + 100));
+    return { store, schema, head: rows.at(-1)!.id };
+  };
+  log(`history after growth from empty: two schemas of ${MESSAGES} messages`);
+  const grown = await open();
+  const analyzed = await open();
+  const pool = new pg.Pool({ connectionString: URL, max: 1 });
+  try {
+    await pool.query(`ANALYZE "${analyzed.schema}".messages`);
+    return await compare({
+      name: `${MESSAGES.toLocaleString('en')}-message history after growth from empty, before ANALYZE`,
+      baseline: {
+        name: 'the same read after ANALYZE',
+        run: () => analyzed.store.getChain(analyzed.head),
+      },
+      subject: { name: 'store.getChain', run: () => grown.store.getChain(grown.head) },
+      warmup: 1,
+      runs: 5,
+      target: { maxRatio: 2, label: '<= 2x' },
+    });
+  } finally {
+    for (const { store, schema } of [grown, analyzed]) {
+      await store.close();
+      await pool.query(`DROP SCHEMA "${schema}" CASCADE`).catch(() => undefined);
+    }
+    await pool.end();
+  }
+}
+
 /** Clustered vectors, as sentence embeddings are: 200 topics plus noise. */
 function embeddings(count: number, dims: number, seed: number): number[][] {
   const next = clusteredVectors(seed, dims);
@@ -310,6 +359,7 @@ const suite: Suite = {
       parts.push(`_Server comparisons skipped: PostgreSQL at ${URL} was unreachable (${down})._`);
     } else {
       const rows = await serverRows(log);
+      rows.push(await grownFromEmpty(log));
       parts.push(
         `Local PostgreSQL server (${URL.replace(/\/\/[^@]*@/, '//')}), each side on a pool of its own:\n\n${comparisonTable(rows)}\n\n` +
           'The store does more per call than the raw statements: addMessages checks threads and parents and computes depths (one lookup query) and sends a NOTIFY; ' +

@@ -7,7 +7,7 @@ import { parseAge, prune } from './commands/prune.js';
 import { show, threads } from './commands/read.js';
 import { serve } from './commands/serve.js';
 import { copyStore } from './copy.js';
-import { CliError, openStore, parseTarget, type Target, usage } from './database.js';
+import { CliError, openStore, parseTarget, redact, type Target, usage } from './database.js';
 import { checkHeader, exportDump, importDump, linesOf } from './dump.js';
 import { type Io, table } from './output.js';
 import { Progress } from './progress.js';
@@ -134,10 +134,17 @@ export const COMMANDS: Record<string, Command> = {
       ...DB_HELP,
       'The dump holds threads, messages, branches, checkpoints, state commits, turns, leases,',
       'memories with their embeddings and the embedding space; its format is in the README.',
+      'The database may be in use: each thread is read whole; one deleted meanwhile is left out.',
     ],
     run: async ([db], v, io) => {
       const threadIds = Array.isArray(v.thread) ? v.thread : undefined;
-      await withStore(db!, (store) => exportDump(store, io.stdout, threadIds ? { threadIds } : {}));
+      const { vanished } = await withStore(db!, (store) =>
+        exportDump(store, io.stdout, threadIds ? { threadIds } : {}),
+      );
+      if (vanished > 0)
+        io.stderr.write(
+          `cairn: ${vanished} threads were deleted while the dump was written and are not in it\n`,
+        );
       return 0;
     },
   },
@@ -160,7 +167,7 @@ export const COMMANDS: Record<string, Command> = {
       checkHeader((await lines.next()).value);
       const store = await openStore(parseTarget(db!), 'create');
       try {
-        const { written, skippedThreads } = await importDump(store, lines, {
+        const { written, skippedThreads, keptLeases } = await importDump(store, lines, {
           skipExisting: !!v['skip-existing'],
         }).catch((e) => {
           if (!isCairnError(e, 'CONFLICT')) throw e;
@@ -168,8 +175,12 @@ export const COMMANDS: Record<string, Command> = {
             `${e.message}; --skip-existing keeps what is there and imports the rest`,
           );
         });
+        const notes = [
+          ...(skippedThreads ? [`${skippedThreads} threads were there already`] : []),
+          ...(keptLeases ? [`${keptLeases} leases live in the database were kept`] : []),
+        ];
         io.stderr.write(
-          `imported ${written.threads} threads, ${written.messages} messages, ${written.leases} leases, ${written.memories} memories${skippedThreads ? ` (${skippedThreads} threads were there already)` : ''}\n`,
+          `imported ${written.threads} threads, ${written.messages} messages, ${written.leases} leases, ${written.memories} memories${notes.length ? ` (${notes.join('; ')})` : ''}\n`,
         );
       } finally {
         await store.close();
@@ -278,22 +289,34 @@ export const COMMANDS: Record<string, Command> = {
     options: {
       port: { type: 'string', description: 'the port (default 4319; 0 picks a free one)' },
       host: { type: 'string', description: 'the interface to listen on (default 127.0.0.1)' },
+      token: {
+        type: 'string',
+        description:
+          'the access token every request needs (or CAIRN_INSPECT_TOKEN; generated off loopback)',
+      },
       'allow-writes': {
         type: 'boolean',
         description: 'let the page switch branches, fork at a message and set checkpoints',
       },
     },
-    help: [...DB_HELP, 'Read-only unless started with --allow-writes.'],
+    help: [
+      ...DB_HELP,
+      'Read-only unless started with --allow-writes. On a --host other than loopback',
+      '(0.0.0.0, a LAN address) other machines can connect: every request, reads too, needs',
+      'the access token, and the address printed carries it (/?token=…), as Jupyter does.',
+    ],
     run: ([db], v, io) => {
       const port = v.port === undefined ? undefined : Number(v.port);
       if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535))
         throw usage(`--port must be a port number from 0 to 65535, got ${JSON.stringify(v.port)}`);
       const host = str(v.host);
+      const token = str(v.token) ?? (process.env.CAIRN_INSPECT_TOKEN || undefined);
       return inspect(
         parseTarget(db!),
         {
           ...(port === undefined ? {} : { port }),
           ...(host === undefined ? {} : { host }),
+          ...(token === undefined ? {} : { accessToken: token }),
           allowWrites: !!v['allow-writes'],
         },
         io,
@@ -481,7 +504,8 @@ export async function run(
       e instanceof CliError || isCairnError(e)
         ? e.message
         : `unexpected failure: ${(e as Error)?.stack ?? e}`;
-    io.stderr.write(`cairn: ${message}\n`);
+    // A driver's message may quote the connection string: no password gets out.
+    io.stderr.write(`cairn: ${redact(message)}\n`);
     return e instanceof CliError ? e.exitCode : 1;
   }
 }

@@ -26,6 +26,17 @@ export type Target =
   | { kind: 'postgres'; url: string; schema: string; label: string };
 
 /**
+ * A database location (or any text holding one) as the command line may show it: the
+ * password of a URL's user part and the `password` / `sslpassword` query parameters as
+ * `***`. Everything the CLI prints or serves about a database goes through this.
+ */
+export function redact(text: string): string {
+  return text
+    .replace(/\b([a-z][a-z0-9+.-]*:\/\/[^:/?#@\s]*:)[^/?#\s]*@/gi, '$1***@')
+    .replace(/([?&](?:ssl)?password=)[^&#\s]*/gi, '$1***');
+}
+
+/**
  * `postgres://…` or `postgresql://…` is a Postgres database; the query parameter `schema`
  * (default `cairn`) names the schema holding Cairn's tables. Anything else is a SQLite path.
  */
@@ -35,13 +46,11 @@ export function parseTarget(arg: string): Target {
     try {
       url = new URL(arg);
     } catch {
-      throw usage(`not a valid Postgres URL: ${arg}`);
+      throw usage(`not a valid Postgres URL: ${redact(arg)}`);
     }
     const schema = url.searchParams.get('schema') ?? 'cairn';
     url.searchParams.delete('schema');
-    const label = new URL(url);
-    if (label.password) label.password = '***';
-    return { kind: 'postgres', url: url.toString(), schema, label: label.toString() };
+    return { kind: 'postgres', url: url.toString(), schema, label: redact(url.toString()) };
   }
   if (arg === '' || arg === ':memory:')
     throw usage(`a database must be a file path or a Postgres URL, got ${JSON.stringify(arg)}`);

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { endianness } from 'node:os';
-import { createInterface } from 'node:readline';
-import type { Lease, Memory } from '@cairn/core';
+import { isCairnError, type Lease, type Memory, type Thread } from '@cairn/core';
 import type { EmbeddingSpace, Store, ThreadRecords } from '@cairn/store';
 import { CliError } from './database.js';
 
@@ -138,15 +137,20 @@ function line(kind: Kind, value: object): string {
 const zeroCounts = (): Counts => Object.fromEntries(DUMP_TABLES.map((t) => [t, 0])) as Counts;
 
 /** Every thread, oldest first (the order that recreates their creation order). */
-export async function threadIdsOldestFirst(store: Store): Promise<string[]> {
-  const ids: string[] = [];
+export async function threadsOldestFirst(store: Store): Promise<Thread[]> {
+  const threads: Thread[] = [];
   let cursor: string | null = null;
   do {
     const page = await store.listThreads({ limit: 1000, cursor });
-    for (const t of page.items) ids.push(t.id);
+    threads.push(...page.items);
     cursor = page.nextCursor;
   } while (cursor !== null);
-  return ids.reverse();
+  return threads.reverse();
+}
+
+/** Every thread's id, oldest first. */
+export async function threadIdsOldestFirst(store: Store): Promise<string[]> {
+  return (await threadsOldestFirst(store)).map((t) => t.id);
 }
 
 /** Pages of a keyed listing, one after another. */
@@ -199,14 +203,21 @@ class Output {
 
 /**
  * Writes the dump of `store` (or of the given threads only: then without leases and
- * memories) to `out`. Returns what it wrote, by table.
+ * memories) to `out`. Returns what it wrote, by table, and how many listed threads were
+ * deleted before they were read.
+ *
+ * The database may be live: each thread is read whole in one read, and the listings page
+ * by key, so writers change nothing of what is written; a thread deleted after the listing
+ * is left out (counted in `vanished`), one created after it may be missing. A thread named
+ * in `threadIds` that is not there is an error.
  */
 export async function exportDump(
   store: Store,
   out: NodeJS.WritableStream,
   options: { threadIds?: string[] } = {},
-): Promise<Counts> {
+): Promise<Counts & { vanished: number }> {
   const counts = zeroCounts();
+  let vanished = 0;
   const o = new Output(out);
   await o.write(`{"cairn":"dump","version":${DUMP_VERSION}}\n`);
   const whole = options.threadIds === undefined;
@@ -214,7 +225,11 @@ export async function exportDump(
   if (space) await o.write(line('embeddingSpace', space));
   for (const id of options.threadIds ?? (await threadIdsOldestFirst(store))) {
     const r = await store.exportThread(id);
-    if (!r) throw new CliError(`thread ${JSON.stringify(id)} not found`);
+    if (!r && !whole) throw new CliError(`thread ${JSON.stringify(id)} not found`);
+    if (!r) {
+      vanished++; // deleted since the listing
+      continue;
+    }
     countThread(counts, r);
     await o.write(threadLines(r));
   }
@@ -230,7 +245,7 @@ export async function exportDump(
   }
   await o.write(`{"kind":"end","counts":${JSON.stringify(counts)}}\n`);
   await o.flush();
-  return counts;
+  return { ...counts, vanished };
 }
 
 /** Reads the first line of a dump: refuses anything but a dump of a format this code reads. */
@@ -239,8 +254,12 @@ export function checkHeader(text: string | undefined): void {
   try {
     header = text === undefined ? undefined : JSON.parse(text);
   } catch {}
-  if (header?.cairn !== 'dump' || !Number.isInteger(header.version))
+  if (header?.cairn !== 'dump' || header.version === undefined)
     throw new CliError('the input is not a Cairn dump (its first line is not {"cairn":"dump",…})');
+  if (!Number.isSafeInteger(header.version) || (header.version as number) < 1)
+    throw new CliError(
+      `the input is not a Cairn dump: its format version must be a positive integer, got ${JSON.stringify(header.version)}`,
+    );
   if ((header.version as number) > DUMP_VERSION)
     throw new CliError(
       `the dump is format version ${header.version}, newer than this cairn reads (${DUMP_VERSION}); upgrade @cairn/cli`,
@@ -302,6 +321,7 @@ export async function writeMemories(
   skipExisting: boolean,
 ): Promise<number> {
   let todo = memories;
+  if (todo.length === 0) return 0;
   if (skipExisting) {
     const ids = memories.map((m) => m.id);
     const have = new Set(
@@ -311,6 +331,34 @@ export async function writeMemories(
   }
   if (todo.length > 0) await store.addMemories(todo);
   return todo.length;
+}
+
+/** Whether a lease is held now: not released, not expired. */
+export const isLive = (l: Lease, now = Date.now()) => l.releasedAt === null && l.expiresAt > now;
+
+/**
+ * Restores leases, except where the store holds a live one of that key (unless it is the
+ * same record, which the store leaves as it is): a restore never takes or extends a lease
+ * someone holds (the store refuses it; those are left out here and counted as kept). A
+ * lease taken meanwhile is looked up again.
+ */
+export async function writeLeases(
+  store: Store,
+  leases: Lease[],
+): Promise<{ written: number; kept: number }> {
+  for (let attempt = 1; ; attempt++) {
+    const todo: Lease[] = [];
+    for (const l of leases) {
+      const there = await store.getLease(l.key);
+      if (!there || !isLive(there) || sameRecord(there, l)) todo.push(l);
+    }
+    try {
+      if (todo.length > 0) await store.restoreLeases(todo);
+      return { written: todo.length, kept: leases.length - todo.length };
+    } catch (e) {
+      if (!isCairnError(e, 'CONFLICT') || attempt >= 3) throw e;
+    }
+  }
 }
 
 /** Records the source's embedding space in the target (a no-op when it is the same). */
@@ -333,7 +381,7 @@ export async function importDump(
   store: Store,
   lines: AsyncIterator<string>,
   options: { skipExisting?: boolean } = {},
-): Promise<{ written: Counts; skippedThreads: number }> {
+): Promise<{ written: Counts; skippedThreads: number; keptLeases: number }> {
   const skipExisting = options.skipExisting ?? false;
   const writer = new ThreadWriter(store, skipExisting);
   const read = zeroCounts();
@@ -342,11 +390,13 @@ export async function importDump(
   let memories: Memory[] = [];
   let memoriesWritten = 0;
   let leasesWritten = 0;
+  let leasesKept = 0;
   let end: Counts | null = null;
   let n = 1;
   const flushOthers = async () => {
-    if (leases.length > 0) await store.restoreLeases(leases);
-    leasesWritten += leases.length;
+    const l = await writeLeases(store, leases);
+    leasesWritten += l.written;
+    leasesKept += l.kept;
     memoriesWritten += await writeMemories(store, memories, skipExisting);
     leases = [];
     memories = [];
@@ -359,6 +409,15 @@ export async function importDump(
     try {
       rec = JSON.parse(next.value);
     } catch {
+      if ((await lines.next()).done) {
+        // The input ends inside this line: a dump cut short (a copy killed mid-write). What
+        // was complete before it is written, as for a dump cut at a line end.
+        await writer.flush();
+        await flushOthers();
+        throw new CliError(
+          `line ${n}: the dump is cut short inside this line (what came before it was imported)`,
+        );
+      }
       throw new CliError(`line ${n}: not JSON`);
     }
     const { kind, ...value } = rec;
@@ -432,7 +491,7 @@ export async function importDump(
       throw new CliError(`the dump's end record counts ${end[t]} ${t}, the dump holds ${read[t]}`);
   }
   const written = { ...writer.written, leases: leasesWritten, memories: memoriesWritten };
-  return { written, skippedThreads: writer.skipped };
+  return { written, skippedThreads: writer.skipped, keptLeases: leasesKept };
 }
 
 /** A memory record as the store takes it: an embedding in base64 decoded. */
@@ -445,9 +504,61 @@ function memoryOf(value: Record<string, unknown>, n: number): Memory {
   return value as unknown as Memory;
 }
 
-/** The lines of a stream, without their line ends. */
+/** The longest line a dump may hold: a record longer than this is refused, not parsed. */
+export const MAX_LINE_BYTES = 256 * 1024 * 1024;
+
+/**
+ * The lines of a stream of UTF-8, without their line ends (`\n` or `\r\n`). Bytes that are
+ * not UTF-8 are an error naming the line (never replaced by U+FFFD), and so is a line over
+ * `maxLineBytes`, found before it is held whole.
+ */
+export async function* readLines(
+  input: NodeJS.ReadableStream | AsyncIterable<Buffer | string>,
+  maxLineBytes = MAX_LINE_BYTES,
+): AsyncGenerator<string, void, undefined> {
+  const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+  let parts: Buffer[] = [];
+  let size = 0;
+  let n = 0;
+  const tooLong = () =>
+    new CliError(
+      `line ${n + 1} is over ${maxLineBytes.toLocaleString('en-US')} bytes: no dump record is that long`,
+    );
+  const decode = (bytes: Buffer): string => {
+    n++;
+    const end =
+      bytes.length > 0 && bytes[bytes.length - 1] === 0x0d ? bytes.length - 1 : bytes.length;
+    try {
+      return decoder.decode(bytes.subarray(0, end));
+    } catch {
+      throw new CliError(`line ${n}: not valid UTF-8`);
+    }
+  };
+  for await (const chunk of input as AsyncIterable<Buffer | string>) {
+    const buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    let at = 0;
+    // A line end byte never occurs inside a UTF-8 sequence: lines split on bytes.
+    for (let nl = buf.indexOf(0x0a, at); nl !== -1; nl = buf.indexOf(0x0a, at)) {
+      const piece = buf.subarray(at, nl);
+      if (size + piece.length > maxLineBytes) throw tooLong();
+      const line = parts.length === 0 ? piece : Buffer.concat([...parts, piece]);
+      parts = [];
+      size = 0;
+      at = nl + 1;
+      yield decode(line);
+    }
+    if (at < buf.length) {
+      size += buf.length - at;
+      if (size > maxLineBytes) throw tooLong();
+      parts.push(buf.subarray(at));
+    }
+  }
+  if (size > 0) yield decode(Buffer.concat(parts));
+}
+
+/** The lines of a dump on a stream (`readLines`). */
 export function linesOf(input: NodeJS.ReadableStream): AsyncIterator<string> {
-  return createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })[Symbol.asyncIterator]();
+  return readLines(input);
 }
 
 /**
@@ -481,6 +592,9 @@ function canonical(value: unknown, key = ''): string {
   }
   return JSON.stringify(value ?? null);
 }
+
+/** Whether two records are the same as a checksum sees them (key order and float32 rounding aside). */
+export const sameRecord = (a: unknown, b: unknown) => canonical(a) === canonical(b);
 
 /** A count and checksum per table, fed record by record. */
 export class Checksums {

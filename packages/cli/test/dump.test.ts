@@ -1,9 +1,12 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cairn, kinds, seed, type TestDb, tempDir, testDb } from './support.js';
+import { CliError } from '../src/database.js';
+import { exportDump, readLines } from '../src/dump.js';
+import { cairn, cairnHere, kinds, seed, type TestDb, tempDir, testDb } from './support.js';
 
 /** A database with everything a dump holds: threads of every kind of record, leases, memories. */
 async function fill(db: TestDb, threads = 3) {
@@ -265,5 +268,212 @@ describe.each(kinds.map((to) => ['sqlite', to] as const))('copy %s → %s', (fro
         .map((l) => JSON.parse(l));
     // Postgres orders the keys of stored JSON objects its own way: compare values.
     expect(parse(target.stdout)).toEqual(parse(source.stdout));
+  });
+});
+
+describe.each(kinds)('leases someone holds, and a target that is not a copy, on %s', (kind) => {
+  const dbs: TestDb[] = [];
+  const db = () => {
+    const d = testDb(kind);
+    dbs.push(d);
+    return d;
+  };
+  afterAll(async () => {
+    for (const d of dbs) await d.drop();
+  });
+
+  /** A database with one thread and `lease-1` held by `owner` for an hour. */
+  async function holding(d: TestDb, owner: string, title: string) {
+    const store = await d.open();
+    const { thread } = await seed(store, title);
+    await store.acquireLease({ key: 'lease-1', owner, ttlMs: 3_600_000 });
+    await store.acquireLease({ key: `run:${thread.id}`, owner, ttlMs: 3_600_000 });
+    const leases = (await store.listLeases()).items;
+    await store.close();
+    return { thread, leases };
+  }
+
+  it('import never takes or extends a live lease, run: leases included', async () => {
+    const source = db();
+    const target = db();
+    await holding(source, 'attacker', 'theirs');
+    const mine = await holding(target, 'target-owner', 'mine');
+    const dump = (await cairnHere(['export', source.arg])).stdout;
+    // The dump's run: lease is for a thread the target does not have; lease-1 collides.
+    const r = await cairnHere(['import', target.arg], dump);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe(
+      'imported 1 threads, 3 messages, 1 leases, 0 memories (1 leases live in the database were kept)\n',
+    );
+    const store = await target.open();
+    try {
+      const leases = (await store.listLeases()).items;
+      for (const l of mine.leases) expect(leases).toContainEqual(l);
+      expect(leases.filter((l) => l.owner === 'attacker')).toHaveLength(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('copy refuses a target that is not an earlier copy before writing anything', async () => {
+    const source = db();
+    await holding(source, 'source-owner', 'source');
+    // A target with a thread of its own; one with only a live lease of another holder.
+    const withThread = db();
+    const withLease = db();
+    {
+      const store = await withThread.open();
+      await seed(store, 'not from the source');
+      await store.close();
+    }
+    {
+      const store = await withLease.open();
+      await store.acquireLease({ key: 'lease-1', owner: 'target-owner', ttlMs: 3_600_000 });
+      await store.close();
+    }
+    for (const [target, why] of [
+      [
+        withThread,
+        /^cairn: the target holds thread ".*", the source does not: copy needs an empty target/,
+      ],
+      [
+        withLease,
+        /^cairn: the target's lease "lease-1" is held by "target-owner" until .*, unlike the source's: copy needs/,
+      ],
+    ] as const) {
+      const before = (await cairnHere(['export', target.arg])).stdout;
+      const r = await cairnHere(['copy', source.arg, target.arg]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(why);
+      expect((await cairnHere(['export', target.arg])).stdout).toBe(before);
+    }
+  });
+
+  it('import --skip-existing of a --thread dump (no memories) exits 0', async () => {
+    const source = db();
+    const { thread } = await holding(source, 'o', 'one thread');
+    const dump = (await cairnHere(['export', source.arg, '--thread', thread.id])).stdout;
+    const target = db();
+    for (let i = 0; i < 2; i++) {
+      const r = await cairnHere(['import', target.arg, '--skip-existing'], dump);
+      expect([r.code, r.stderr]).toEqual([
+        0,
+        i === 0
+          ? 'imported 1 threads, 3 messages, 0 leases, 0 memories\n'
+          : 'imported 0 threads, 0 messages, 0 leases, 0 memories (1 threads were there already)\n',
+      ]);
+    }
+  });
+});
+
+describe('a live database, and dumps that are not quite right', () => {
+  it('export leaves out a thread deleted while it runs, and its end counts agree', async () => {
+    const db = testDb('sqlite');
+    const seeded = await fill(db, 3);
+    const store = await db.open();
+    try {
+      // Another writer deletes the second thread between the listing and its reading.
+      const doomed = seeded[1]!.thread.id;
+      const live = new Proxy(store, {
+        get(target, key) {
+          if (key === 'exportThread')
+            return async (id: string) => {
+              if (id === doomed) await target.deleteThread(id);
+              return target.exportThread(id);
+            };
+          const v = Reflect.get(target, key);
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+      let text = '';
+      const out = new Writable({
+        write(chunk, _e, done) {
+          text += chunk;
+          done();
+        },
+      });
+      const counts = await exportDump(live, out);
+      expect(counts.vanished).toBe(1);
+      const lines = text
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      expect(lines.filter((l) => l.kind === 'thread').map((l) => l.id)).toEqual([
+        seeded[0]!.thread.id,
+        seeded[2]!.thread.id,
+      ]);
+      expect(lines.at(-1).counts.threads).toBe(2);
+      const target = join(tempDir(), 'live.db');
+      const r = await cairnHere(['import', target], text);
+      expect([r.code, r.stderr]).toEqual([
+        0,
+        'imported 2 threads, 6 messages, 1 leases, 7 memories\n',
+      ]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('refuses bytes that are not UTF-8, naming the line, and writes nothing of that thread', async () => {
+    const db = testDb('sqlite');
+    await fill(db, 1);
+    const dump = (await cairnHere(['export', db.arg])).stdout;
+    const at = dump.indexOf('hello');
+    const bad = Buffer.concat([
+      Buffer.from(dump.slice(0, at)),
+      Buffer.from([0xc3, 0x28]),
+      Buffer.from(dump.slice(at)),
+    ]);
+    const line = dump.slice(0, at).split('\n').length;
+    const target = join(tempDir(), 'utf8.db');
+    const r = await cairnHere(['import', target], bad);
+    expect([r.code, r.stderr]).toEqual([1, `cairn: line ${line}: not valid UTF-8\n`]);
+    expect(JSON.parse((await cairnHere(['threads', target, '--json'])).stdout)).toEqual([]);
+  });
+
+  it('a dump cut inside a line imports the complete threads before the cut', async () => {
+    const db = testDb('sqlite');
+    const seeded = await fill(db, 2);
+    const dump = (await cairnHere(['export', db.arg])).stdout;
+    const lines = dump.split('\n');
+    const second = lines.findIndex((l) => l.includes(`"thread","id":"${seeded[1]!.thread.id}"`));
+    const cut = `${lines.slice(0, second + 2).join('\n')}\n${lines[second + 2]!.slice(0, 20)}`;
+    const target = join(tempDir(), 'cut-mid-line.db');
+    const r = await cairnHere(['import', target], cut);
+    expect([r.code, r.stderr]).toEqual([
+      1,
+      `cairn: line ${second + 3}: the dump is cut short inside this line (what came before it was imported)\n`,
+    ]);
+    const threads = JSON.parse((await cairnHere(['threads', target, '--json'])).stdout);
+    expect(threads.map((t: { id: string }) => t.id)).toEqual([seeded[0]!.thread.id]);
+  });
+
+  it('refuses a header version that is not a positive integer', async () => {
+    for (const version of ['0', '-1', '1.5', '"2"', 'null']) {
+      const r = await cairnHere(
+        ['import', join(tempDir(), 'v.db')],
+        `{"cairn":"dump","version":${version}}\n{"kind":"end","counts":{}}\n`,
+      );
+      expect(r.code, version).toBe(1);
+      expect(r.stderr, version).toMatch(/^cairn: the input is not a Cairn dump/);
+    }
+  });
+
+  it('reads lines of UTF-8 across chunks, and refuses a line over the limit before holding it', async () => {
+    const e = Buffer.from('é');
+    const chunks = [Buffer.from('a\r\nb'), e.subarray(0, 1), e.subarray(1), Buffer.from('\nlast')];
+    const got: string[] = [];
+    for await (const l of readLines(Readable.from(chunks))) got.push(l);
+    expect(got).toEqual(['a', 'bé', 'last']);
+    const long = Readable.from([
+      Buffer.from('short\n'),
+      Buffer.alloc(60, 'x'),
+      Buffer.alloc(60, 'x'),
+    ]);
+    const lines = readLines(long, 100);
+    expect((await lines.next()).value).toBe('short');
+    await expect(lines.next()).rejects.toThrow(
+      new CliError('line 2 is over 100 bytes: no dump record is that long'),
+    );
   });
 });

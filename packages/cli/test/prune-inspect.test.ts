@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cairn, kinds, seed, type TestDb, testDb } from './support.js';
+import { parseTarget } from '../src/database.js';
+import { cairn, cairnHere, kinds, seed, type TestDb, testDb } from './support.js';
 
 const DAY = 86_400_000;
 const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
@@ -134,5 +135,70 @@ describe.each(kinds)('prune and inspect on %s', (kind) => {
     );
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
+  });
+});
+
+describe('inspect on another host, and passwords', () => {
+  it('inspect --host 0.0.0.0 prints an address with a token; without it, nothing is served', async () => {
+    const db = testDb('sqlite');
+    const store = await db.open();
+    const { thread } = await seed(store);
+    await store.close();
+    const child = spawn(process.execPath, [
+      BIN,
+      'inspect',
+      db.arg,
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '0',
+    ]);
+    let err = '';
+    child.stderr.on('data', (d) => {
+      err += d;
+    });
+    const printed = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d) => {
+        out += d;
+        const m = /at (http:\/\/\S+) \(read-only\)/.exec(out);
+        if (m) resolve(m[1]!);
+      });
+      child.on('exit', (code) => reject(new Error(`inspect exited ${code}: ${err}`)));
+    });
+    try {
+      const url = new URL(printed);
+      const token = url.searchParams.get('token')!;
+      expect(token).toMatch(/^[0-9a-f]{48}$/);
+      const local = `http://127.0.0.1:${url.port}`;
+      const bare = await fetch(`${local}/api/threads`, { headers: { host: 'localhost' } });
+      expect(bare.status).toBe(401);
+      const ok = await fetch(`${local}/api/threads`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      expect(ok.status).toBe(200);
+      expect(JSON.stringify(await ok.json())).toContain(thread.id);
+      expect(err).toMatch(/other machines can reach this inspector on 0\.0\.0\.0/);
+    } finally {
+      const exited = new Promise((resolve) => child.on('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    }
+  });
+
+  it('never prints a password of a Postgres URL, nor puts it in the page title', async () => {
+    const url = 'postgres://postgres:topsecret@127.0.0.1:1/db?schema=x&password=hunter2';
+    expect(parseTarget(url).label).toBe('postgres://postgres:***@127.0.0.1:1/db?password=***');
+    expect(parseTarget(`${url}&sslpassword=s3cret`).label).not.toContain('s3cret');
+    for (const args of [
+      ['threads', url],
+      ['inspect', url, '--port', '0'],
+      ['threads', 'postgres://postgres:topsecret@[bad/db?password=hunter2'],
+    ]) {
+      const r = await cairnHere(args);
+      expect(r.code, r.stderr).not.toBe(0);
+      expect(r.stderr).toMatch(/^cairn: /);
+      expect(r.stderr + r.stdout).not.toMatch(/topsecret|hunter2/);
+    }
   });
 });

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { Store } from '@cairn/store';
 import { createPostgresStore } from '@cairn/store-postgres';
@@ -35,6 +36,33 @@ export function cairn(args: string[], input?: string | Buffer): Promise<Result> 
     );
     child.stdin?.end(input ?? '');
   });
+}
+
+/**
+ * Runs the command line in this process (no child to start: fast): `run` from the source
+ * with `input` on stdin.
+ */
+export async function cairnHere(args: string[], input?: string | Buffer): Promise<Result> {
+  const { run } = await import('../src/cli.js');
+  let stdout = '';
+  let stderr = '';
+  const sink = (add: (text: string) => void) =>
+    new Writable({
+      write(chunk, _encoding, done) {
+        add(String(chunk));
+        done();
+      },
+    });
+  const code = await run(args, {
+    stdout: sink((t) => {
+      stdout += t;
+    }),
+    stderr: sink((t) => {
+      stderr += t;
+    }),
+    stdin: Readable.from(input === undefined ? [] : [Buffer.from(input)]),
+  });
+  return { code, stdout, stderr };
 }
 
 export const tempDir = () => mkdtempSync(join(tmpdir(), 'cairn-cli-'));

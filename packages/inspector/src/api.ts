@@ -35,6 +35,10 @@ function clip(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
+/** Titles and message texts are clipped at this many characters: the page polls them. */
+const TEXT_CLIP = 400;
+const clipTitle = (title: string | null) => (title === null ? null : clip(title, TEXT_CLIP));
+
 function intParam(params: URLSearchParams, name: string, fallback: number, max: number): number {
   const raw = params.get(name);
   if (raw === null || raw === '') return fallback;
@@ -111,7 +115,7 @@ export class InspectorApi {
     return {
       items: found.map((t) => ({
         id: t.id,
-        title: t.title,
+        title: clipTitle(t.title),
         resourceId: t.resourceId,
         createdAt: t.createdAt,
         updatedAt: t.updatedAt,
@@ -221,7 +225,7 @@ export class InspectorApi {
         type: m.type,
         depth: m.depth,
         createdAt: m.createdAt,
-        text: clip(messageText(m.data), 400),
+        text: clip(messageText(m.data), TEXT_CLIP),
         branch: onBranches[0]!,
         onBranches,
         checkpoints: checkpoints.filter((c) => c.messageId === m.id).map((c) => c.name),
@@ -230,7 +234,7 @@ export class InspectorApi {
     }
     const lease = await this.#store.getLease(runKey(threadId));
     return {
-      thread,
+      thread: { ...thread, title: clipTitle(thread.title) },
       window: limit,
       branches: windows.map(({ branch: b, messages }) => ({
         id: b.id,

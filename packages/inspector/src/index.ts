@@ -1,1 +1,1 @@
-export { type Inspector, type InspectorOptions, startInspector } from './server.js';
+export { type Inspector, type InspectorOptions, isLoopback, startInspector } from './server.js';

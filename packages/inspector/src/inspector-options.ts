@@ -6,6 +6,7 @@ const KEYS = keysOf<InspectorOptions>()([
   'store',
   'port',
   'host',
+  'accessToken',
   'allowWrites',
   'embedder',
   'schema',
@@ -23,7 +24,7 @@ export function checkInspectorOptions(options: InspectorOptions): void {
     readOnly: 'the inspector is read-only unless allowWrites is true',
   });
   checkStore(options.store, 'startInspector: store');
-  const { port, host, allowWrites, embedder, schema, viewerFor, title } = options;
+  const { port, host, accessToken, allowWrites, embedder, schema, viewerFor, title } = options;
   const fail = (key: string, what: string, value: unknown) => {
     throw invalidArgument(
       `startInspector: ${key} must be ${what}, got ${typeof value === 'string' ? JSON.stringify(value) : String(value)}`,
@@ -34,6 +35,15 @@ export function checkInspectorOptions(options: InspectorOptions): void {
     fail('port', 'an integer from 0 to 65535 (0: any free port)', port);
   if (host !== undefined && !(typeof host === 'string' && /^[^\s/]+$/.test(host)))
     fail('host', 'a host name or IP address, without spaces', host);
+  if (
+    accessToken !== undefined &&
+    !(typeof accessToken === 'string' && /^[A-Za-z0-9._~-]{16,200}$/.test(accessToken))
+  )
+    // The value is a secret: not repeated in the message.
+    throw invalidArgument(
+      `startInspector: accessToken must be 16 to 200 characters of A-Z a-z 0-9 . _ ~ - (got ${typeof accessToken === 'string' ? `${accessToken.length} characters` : typeof accessToken})`,
+      { field: 'accessToken' },
+    );
   if (allowWrites !== undefined && typeof allowWrites !== 'boolean')
     fail('allowWrites', 'true or false', allowWrites);
   if (embedder !== undefined && typeof embedder?.embed !== 'function')

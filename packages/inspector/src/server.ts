@@ -1,4 +1,4 @@
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
@@ -21,11 +21,21 @@ export interface InspectorOptions {
   /** Default 4319; 0 picks a free port. */
   port?: number;
   /**
-   * The interface to listen on, default `127.0.0.1`. Requests must name it (or a loopback
-   * name: `localhost`, `127.0.0.1`, `[::1]`) in their Host header, so that a page on
-   * another site whose name resolves here (DNS rebinding) is refused.
+   * The interface to listen on, default `127.0.0.1`. On a loopback address requests must
+   * name it (or a loopback name: `localhost`, `127.0.0.1`, `[::1]`) in their Host header,
+   * so that a page on another site whose name resolves here (DNS rebinding) is refused.
+   * On any other address (`0.0.0.0`, a LAN address) other machines can connect, and a Host
+   * header proves nothing: every request, reads too, needs the access token (generated
+   * when `accessToken` is not given).
    */
   host?: string;
+  /**
+   * Required on every request when set (and always when `host` is not loopback, then
+   * generated unless given): `?token=<it>` on the page's address (the page then keeps it
+   * in an HttpOnly cookie), or `Authorization: Bearer <it>`. 16 to 200 characters of
+   * `A-Z a-z 0-9 . _ ~ -`.
+   */
+  accessToken?: string;
   /**
    * Default false: read-only, every write answers 403. When true the page can switch the
    * active branch, fork a branch at a message and set checkpoints; each write must come
@@ -50,6 +60,11 @@ export interface Inspector {
   /** `http://<host>:<port>` */
   url: string;
   port: number;
+  /**
+   * The token every request needs (`${url}/?token=${accessToken}` opens the page), or null
+   * when the inspector listens on loopback without one.
+   */
+  accessToken: string | null;
   close(): Promise<void>;
 }
 
@@ -58,6 +73,30 @@ const DAGRE = readFileSync(require.resolve('@dagrejs/dagre/dist/dagre.min.js'));
 /** The page ships next to src/ and dist/, as a static file. */
 const PAGE = readFileSync(new URL('../static/inspector.html', import.meta.url), 'utf8');
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** Whether `host` is a loopback name or address: only this machine can connect there. */
+export function isLoopback(host: string): boolean {
+  return /^(localhost|127(\.\d{1,3}){3}|::1|\[::1\])$/i.test(host);
+}
+
+/** The page's inline scripts, allowed by their hashes: no other script runs in it. */
+function contentSecurityPolicy(page: string): string {
+  const hashes = [...page.matchAll(/<script>([\s\S]*?)<\/script>/g)].map(
+    (m) => `'sha256-${createHash('sha256').update(m[1]!).digest('base64')}'`,
+  );
+  return [
+    "default-src 'none'",
+    `script-src 'self' ${hashes.join(' ')}`,
+    "style-src 'unsafe-inline'",
+    "img-src 'self'",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+/** For everything but the page: nothing may run or load. */
+const CSP_NONE = "default-src 'none'; frame-ancestors 'none'";
 
 /**
  * Starts the inspector: a page (threads, the message graph laid out with dagre, the
@@ -75,23 +114,38 @@ const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
 export async function startInspector(options: InspectorOptions): Promise<Inspector> {
   checkInspectorOptions(options);
   const host = options.host ?? '127.0.0.1';
+  const accessToken =
+    options.accessToken ?? (isLoopback(host) ? null : randomBytes(24).toString('hex'));
   const api = new InspectorApi(options);
-  const guard = new RequestGuard(host, options.allowWrites === true);
-  const page = PAGE.replace(
-    '<!--config-->',
+  const guard = new RequestGuard(host, options.allowWrites === true, accessToken);
+  // A replacer function: `$&` or `$'` in the title are characters, not patterns.
+  const config =
     `<meta name="cairn-token" content="${guard.pageToken}">` +
-      `<meta name="cairn-title" content="${escapeHtml(options.title ?? '')}">`,
-  );
+    `<meta name="cairn-title" content="${escapeHtml(options.title ?? '')}">`;
+  const page = PAGE.replace('<!--config-->', () => config);
+  const pageCsp = contentSecurityPolicy(page);
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => sendError(res, error));
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    guard.check(req);
-    const url = new URL(req.url ?? '/', 'http://inspector');
-    const method = req.method ?? 'GET';
-    if (method === 'GET' && url.pathname === '/')
-      return send(res, 200, page, 'text/html; charset=utf-8');
+    const { url, tokenInQuery } = guard.check(req);
+    // HEAD is GET without the body (node leaves the body out).
+    const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
+    if (method === 'GET' && url.pathname === '/') {
+      if (tokenInQuery) {
+        // Jupyter's way: the token moves from the address into a cookie of this port.
+        res.writeHead(302, {
+          location: '/',
+          'set-cookie': `${guard.cookieName}=${accessToken}; Path=/; HttpOnly; SameSite=Strict`,
+          ...SECURITY_HEADERS,
+          'content-security-policy': CSP_NONE,
+        });
+        res.end();
+        return;
+      }
+      return send(res, 200, page, 'text/html; charset=utf-8', pageCsp);
+    }
     if (method === 'GET' && url.pathname === '/assets/dagre.min.js')
       return send(res, 200, DAGRE, 'text/javascript; charset=utf-8');
     if (method === 'GET' && url.pathname === '/favicon.ico')
@@ -120,7 +174,9 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
     throw new CairnError('NOT_FOUND', `no endpoint ${method} ${url.pathname}`);
   }
 
-  return listen(server, options.port ?? 4319, host);
+  const inspector = await listen(server, options.port ?? 4319, host, accessToken);
+  guard.cookieName = `cairn-inspector-${inspector.port}`;
+  return inspector;
 }
 
 /** The path's segments, percent-decoded; malformed percent-encoding is `INVALID_ARGUMENT`. */
@@ -142,40 +198,63 @@ class Refused extends Error {
 }
 
 /**
- * Who may talk to the inspector: requests naming this host (or loopback) in Host; writes
- * only when allowed, from the same origin, with the token of this start.
+ * Who may talk to the inspector. On loopback: requests naming this host (or loopback) in
+ * Host, or in an absolute-form target (which replaces Host); with an access token (always
+ * when reachable from the network), only requests carrying it. Writes only when allowed,
+ * from the same origin, with the write token of this start that only the page holds.
  */
 class RequestGuard {
   readonly #hosts: Set<string>;
+  readonly #anyHost: boolean;
   readonly #writes: boolean;
   readonly #token: Buffer;
+  readonly #access: Buffer | null;
   /** Embedded in the page; empty when writes are off (then nothing can write). */
   readonly pageToken: string;
+  /** Where the page keeps the access token: one cookie per port (cookies ignore ports). */
+  cookieName = 'cairn-inspector';
 
-  constructor(host: string, writes: boolean) {
+  constructor(host: string, writes: boolean, accessToken: string | null) {
     const named = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
     this.#hosts = new Set([...LOOPBACK, named.toLowerCase()]);
+    // Reachable from other machines under names this process cannot know: the access
+    // token, not the Host header, keeps other sites out (their pages never hold it).
+    this.#anyHost = !isLoopback(host);
     this.#writes = writes;
     this.#token = randomBytes(24);
+    this.#access = accessToken === null ? null : Buffer.from(accessToken, 'utf8');
     this.pageToken = writes ? this.#token.toString('hex') : '';
   }
 
-  check(req: IncomingMessage): void {
-    const host = hostnameOf(req.headers.host);
-    if (host === null || !this.#hosts.has(host))
-      throw new Refused(
-        421,
-        `this inspector does not answer for host ${req.headers.host ?? '(none)'}`,
-      );
+  /** The request's URL, or a `Refused`; `tokenInQuery`: the access token came in `?token=`. */
+  check(req: IncomingMessage): { url: URL; tokenInQuery: boolean } {
+    const target = req.url ?? '/';
+    let url: URL;
+    let authority = req.headers.host;
+    if (target.startsWith('/')) url = new URL(target, 'http://inspector');
+    else {
+      // The absolute form (`GET http://name/path`): its authority replaces Host (RFC 9112).
+      try {
+        url = new URL(target);
+      } catch {
+        throw new Refused(400, 'malformed request target');
+      }
+      if (url.protocol !== 'http:') throw new Refused(400, 'malformed request target');
+      authority = url.host;
+    }
+    const host = hostnameOf(authority);
+    if (host === null || (!this.#anyHost && !this.#hosts.has(host)))
+      throw new Refused(421, `this inspector does not answer for host ${authority ?? '(none)'}`);
+    const tokenInQuery = this.#checkAccess(req, url);
     const method = req.method ?? 'GET';
-    if (method === 'GET' || method === 'HEAD') return;
+    if (method === 'GET' || method === 'HEAD') return { url, tokenInQuery };
     if (!this.#writes)
       throw new Refused(
         403,
         'the inspector is read-only: start it with --allow-writes to change anything',
       );
     const origin = req.headers.origin;
-    if (origin !== undefined && origin !== `http://${req.headers.host}`)
+    if (origin !== undefined && origin !== `http://${authority}`)
       throw new Refused(
         403,
         `writes are only accepted from the inspector's own page, not ${origin}`,
@@ -183,11 +262,42 @@ class RequestGuard {
     const site = req.headers['sec-fetch-site'];
     if (site !== undefined && site !== 'same-origin')
       throw new Refused(403, `writes are only accepted from the inspector's own page (${site})`);
-    const given = Buffer.from(String(req.headers['x-cairn-token'] ?? ''), 'utf8');
-    const wanted = Buffer.from(this.pageToken, 'utf8');
-    if (given.length !== wanted.length || !timingSafeEqual(given, wanted))
+    if (!same(String(req.headers['x-cairn-token'] ?? ''), this.#token.toString('hex')))
       throw new Refused(403, 'missing or wrong write token: reload the inspector page');
+    return { url, tokenInQuery };
   }
+
+  /** Checks the access token, when there is one: from `?token=`, the cookie or a bearer header. */
+  #checkAccess(req: IncomingMessage, url: URL): boolean {
+    if (this.#access === null) return false;
+    const wanted = this.#access.toString('utf8');
+    const query = url.searchParams.get('token');
+    if (query !== null && same(query, wanted)) return true;
+    const bearer = /^Bearer +(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    if (bearer !== undefined && same(bearer, wanted)) return false;
+    const cookie = cookieValue(req.headers.cookie, this.cookieName);
+    if (cookie !== undefined && same(cookie, wanted)) return false;
+    throw new Refused(
+      401,
+      'this inspector needs its access token: open the address it printed (…/?token=…), or send Authorization: Bearer <token>',
+    );
+  }
+}
+
+/** Whether two strings are equal, in time that does not depend on where they differ. */
+function same(given: string, wanted: string): boolean {
+  const a = Buffer.from(given, 'utf8');
+  const b = Buffer.from(wanted, 'utf8');
+  return a.length === b.length && b.length > 0 && timingSafeEqual(a, b);
+}
+
+/** A cookie's value from a Cookie header. */
+function cookieValue(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
 }
 
 /** The host name of a Host header, lower case, without the port; null when malformed. */
@@ -197,7 +307,12 @@ function hostnameOf(header: string | undefined): string | null {
   return m ? m[1]!.toLowerCase() : null;
 }
 
-async function listen(server: Server, wanted: number, host: string): Promise<Inspector> {
+async function listen(
+  server: Server,
+  wanted: number,
+  host: string,
+  accessToken: string | null,
+): Promise<Inspector> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) => {
       if (error.code === 'EADDRINUSE') {
@@ -230,6 +345,7 @@ async function listen(server: Server, wanted: number, host: string): Promise<Ins
   return {
     url: `http://${shown}:${port}`,
     port,
+    accessToken,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -265,12 +381,24 @@ function escapeHtml(text: string): string {
   );
 }
 
-function send(res: ServerResponse, status: number, body: string | Buffer, type: string): void {
+const SECURITY_HEADERS = {
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+};
+
+function send(
+  res: ServerResponse,
+  status: number,
+  body: string | Buffer,
+  type: string,
+  csp = CSP_NONE,
+): void {
   res.writeHead(status, {
     'content-type': type,
-    'cache-control': 'no-store',
-    'x-content-type-options': 'nosniff',
-    'x-frame-options': 'DENY',
+    ...SECURITY_HEADERS,
+    'content-security-policy': csp,
   });
   res.end(body);
 }

@@ -10,7 +10,7 @@ function call(
   method: string,
   path: string,
   headers: Record<string, string> = {},
-): Promise<{ status: number; body: any }> {
+): Promise<{ status: number; body: any; headers: Record<string, string | string[] | undefined> }> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
@@ -28,8 +28,9 @@ function call(
         res.on('end', () => {
           const type = String(res.headers['content-type']);
           resolve({
+            headers: res.headers,
             status: res.statusCode ?? 0,
-            body: type.startsWith('application/json') ? JSON.parse(text) : text,
+            body: type.startsWith('application/json') && text !== '' ? JSON.parse(text) : text,
           });
         });
       },
@@ -175,6 +176,136 @@ describe('unknown ids and malformed paths', () => {
       const res = await call(readOnly, 'GET', path);
       expect(res.status, path).toBe(400);
       expect(res.body.error).toMatch(/percent-encoding/);
+    }
+  });
+});
+
+describe('reachable from the network: every request needs the access token', () => {
+  it('on 0.0.0.0 refuses reads without the token, whatever the Host says', async () => {
+    const lan = await startInspector({ store, port: 0, host: '0.0.0.0', allowWrites: true });
+    try {
+      const token = lan.accessToken!;
+      expect(token).toMatch(/^[0-9a-f]{48}$/);
+      // A forged loopback Host was enough before: the database and the write token.
+      for (const path of ['/', '/api/threads', `/api/threads/${threadId}`]) {
+        for (const host of [`localhost:${lan.port}`, `192.168.1.20:${lan.port}`]) {
+          const res = await call(lan, 'GET', path, { host });
+          expect(res.status, `${path} ${host}`).toBe(401);
+          expect(JSON.stringify(res.body)).not.toContain('cairn-token');
+        }
+      }
+      for (const headers of <Array<Record<string, string>>>[
+        { authorization: 'Bearer wrong' },
+        { cookie: `cairn-inspector-${lan.port}=${'0'.repeat(48)}` },
+      ]) {
+        expect((await call(lan, 'GET', '/api/threads', headers)).status).toBe(401);
+      }
+      // The address printed: the token moves into an HttpOnly cookie of this port.
+      const open = await call(lan, 'GET', `/?token=${token}`, {
+        host: `192.168.1.20:${lan.port}`,
+      });
+      expect(open.status).toBe(302);
+      expect(open.headers.location).toBe('/');
+      const cookie = String(open.headers['set-cookie']);
+      expect(cookie).toBe(
+        `cairn-inspector-${lan.port}=${token}; Path=/; HttpOnly; SameSite=Strict`,
+      );
+      const withCookie = { cookie: cookie.split(';')[0]!, host: `192.168.1.20:${lan.port}` };
+      expect((await call(lan, 'GET', '/', withCookie)).status).toBe(200);
+      expect((await call(lan, 'GET', '/api/threads', withCookie)).status).toBe(200);
+      const bearer = { authorization: `Bearer ${token}` };
+      expect((await call(lan, 'GET', '/api/threads', bearer)).status).toBe(200);
+      // Writes: the access token is not the write token.
+      const path = `/api/threads/${threadId}/active-branch/main`;
+      expect((await call(lan, 'POST', path, bearer)).status).toBe(403);
+      expect((await call(lan, 'POST', path, { 'x-cairn-token': token })).status).toBe(401);
+    } finally {
+      await lan.close();
+    }
+  });
+
+  it('takes a token of its own, on loopback too; refuses a short one before it listens', async () => {
+    const accessToken = 'a-token-of-my-own-choosing';
+    const local = await startInspector({ store, port: 0, accessToken });
+    try {
+      expect(local.accessToken).toBe(accessToken);
+      expect((await call(local, 'GET', '/api/threads')).status).toBe(401);
+      expect((await call(local, 'GET', `/api/threads?token=${accessToken}`)).status).toBe(200);
+      // Still only loopback names in Host.
+      expect(
+        (await call(local, 'GET', `/api/threads?token=${accessToken}`, { host: 'evil.example' }))
+          .status,
+      ).toBe(421);
+    } finally {
+      await local.close();
+    }
+    expect(readOnly.accessToken).toBeNull();
+    await expect(startInspector({ store, port: 0, accessToken: 'short' })).rejects.toThrow(
+      'startInspector: accessToken must be 16 to 200 characters of A-Z a-z 0-9 . _ ~ - (got 5 characters)',
+    );
+  });
+});
+
+describe('details of the HTTP surface', () => {
+  it('checks the authority of an absolute-form target as it checks Host', async () => {
+    const port = readOnly.port;
+    const refused = await call(readOnly, 'GET', 'http://evil.example/api/threads');
+    expect(refused.status).toBe(421);
+    expect(refused.body.error).toContain('evil.example');
+    const ok = await call(readOnly, 'GET', `http://127.0.0.1:${port}/api/threads`, {
+      host: 'evil.example',
+    });
+    expect(ok.status).toBe(200);
+    expect((await call(readOnly, 'GET', 'ftp://127.0.0.1/api/threads')).status).toBe(400);
+  });
+
+  it('answers HEAD like GET, without a body', async () => {
+    for (const path of ['/', '/api/threads', '/assets/dagre.min.js']) {
+      const res = await call(readOnly, 'HEAD', path);
+      expect([res.status, res.body], path).toEqual([200, '']);
+    }
+    expect((await call(readOnly, 'HEAD', '/nothing-here')).status).toBe(404);
+  });
+
+  it('sends a Content-Security-Policy allowing only its own scripts, and no referrer', async () => {
+    const page = await call(readOnly, 'GET', '/');
+    const csp = String(page.headers['content-security-policy']);
+    expect(csp).toMatch(/^default-src 'none'; script-src 'self' 'sha256-[^']+' 'sha256-[^']+';/);
+    expect(csp).toContain("frame-ancestors 'none'");
+    expect(csp).not.toContain('unsafe-eval');
+    expect(csp).not.toMatch(/script-src[^;]*unsafe-inline/);
+    expect(page.headers['referrer-policy']).toBe('no-referrer');
+    const api = await call(readOnly, 'GET', '/api/threads');
+    expect(api.headers['content-security-policy']).toBe(
+      "default-src 'none'; frame-ancestors 'none'",
+    );
+    expect(api.headers['referrer-policy']).toBe('no-referrer');
+  });
+
+  it('clips thread titles as it clips message texts', async () => {
+    const long = await store.createThread({ title: `${'t'.repeat(5000)}end` });
+    try {
+      const list = await call(readOnly, 'GET', '/api/threads');
+      const item = list.body.items.find((t: { id: string }) => t.id === long.id);
+      expect(item.title).toBe(`${'t'.repeat(399)}…`);
+      const one = await call(readOnly, 'GET', `/api/threads/${long.id}`);
+      expect(one.body.thread.title).toBe(`${'t'.repeat(399)}…`);
+    } finally {
+      await store.deleteThread(long.id);
+    }
+  });
+
+  it('puts the title into the page as text: $& and $` are not replacement patterns', async () => {
+    const title = 'db $& $` $\' $$ <b>"x"';
+    const titled = await startInspector({ store, port: 0, title });
+    try {
+      const { body } = await call(titled, 'GET', '/');
+      expect(body.match(/<meta /g)).toHaveLength(4);
+      expect(body).toContain(
+        '<meta name="cairn-title" content="db $&amp; $` $&#39; $$ &lt;b&gt;&quot;x&quot;">',
+      );
+    } finally {
+      await titled.close();
     }
   });
 });

@@ -81,10 +81,19 @@ afterAll(async () => {
 
 async function openPage(inspector: Inspector): Promise<{ page: Page; errors: string[] }> {
   const page = await browser.newPage({ viewport: { width: 1500, height: 950 } });
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(e.message));
+  const errors = collectErrors(page);
   await page.goto(inspector.url);
   return { page, errors };
+}
+
+/** The page's errors, and every Content-Security-Policy violation it reports. */
+function collectErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) errors.push(m.text());
+  });
+  return errors;
 }
 
 async function showThread(page: Page, id: string): Promise<void> {
@@ -105,8 +114,7 @@ async function tripMain() {
 /** Opens the page at `url` and waits until it has drawn thread `id`: ms from navigation. */
 async function firstPaint(url: string, id: string) {
   const page = await browser.newPage({ viewport: { width: 1500, height: 950 } });
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(e.message));
+  const errors = collectErrors(page);
   await page.goto(url);
   await page.waitForFunction(
     (tid) => document.querySelector('#graph')?.getAttribute('data-thread-id') === tid,
@@ -428,4 +436,51 @@ describe.skipIf(!browserTests)('the inspector in headless Chromium', () => {
       await page.close();
     }, 30_000);
   });
+
+  it('draws message ids named like Object.prototype members', async () => {
+    const thread = await store.createThread({ title: 'Prototype ids' });
+    const ids = ['constructor', '__proto__', 'toString', 'valueOf', 'hasOwnProperty'];
+    await store.addMessages(
+      ids.map((id, i) => ({
+        id,
+        threadId: thread.id,
+        parentId: i === 0 ? null : ids[i - 1]!,
+        role: 'user',
+        data: `message ${id}`,
+      })),
+    );
+    await store.createBranch({ threadId: thread.id, name: 'main', headMessageId: ids.at(-1)! });
+    const { page, errors } = await firstPaint(
+      `${readOnly.url}/#thread=${encodeURIComponent(thread.id)}`,
+      thread.id,
+    );
+    const drawn = await page.$$eval('#graph .node', (els) =>
+      els.map((e) => (e as HTMLElement).dataset.id),
+    );
+    expect(drawn.sort()).toEqual([...ids].sort());
+    expect(await page.$$eval('#graph path.edge', (els) => els.length)).toBe(ids.length - 1);
+    await showMessage(page, '__proto__');
+    expect(await page.textContent('#detail .msg-text')).toBe('message __proto__');
+    expect(errors).toEqual([]);
+    await page.close();
+  }, 60_000);
+
+  it('on 0.0.0.0: the printed address with its token opens the page, which then works', async () => {
+    const lan = await startInspector({ store, port: 0, host: '0.0.0.0', schema: Trip });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1500, height: 950 } });
+      const errors = collectErrors(page);
+      const refused = await page.goto(`http://127.0.0.1:${lan.port}/`);
+      expect(refused!.status()).toBe(401);
+      await page.goto(`http://127.0.0.1:${lan.port}/?token=${lan.accessToken}`);
+      // The token left the address for a cookie; the page reads the threads with it.
+      expect(new URL(page.url()).search).toBe('');
+      await showThread(page, tripId);
+      expect(await page.$$eval('#graph .node', (els) => els.length)).toBeGreaterThan(0);
+      expect(errors).toEqual([]);
+      await page.close();
+    } finally {
+      await lan.close();
+    }
+  }, 60_000);
 });

@@ -114,6 +114,7 @@ export async function createPostgresStore(
     tryVector: vectorSearch === 'auto',
     pglite: false,
     durable: true,
+    pooled: true,
     ownedPool: null,
   };
 
@@ -142,6 +143,7 @@ export async function createPostgresStore(
     c = {
       ...base,
       db: sessionQueryable(client),
+      pooled: false,
       pglite: isPGlite(client),
       durable: !isPGlite(client) || (!!dir && !dir.startsWith('memory://')),
       listen: { client },

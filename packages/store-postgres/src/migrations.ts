@@ -30,6 +30,8 @@ export const MIGRATIONS: ReadonlyArray<{
   name: string;
   sql: (s: string) => string;
   run?: (q: Queryable, s: string) => Promise<void>;
+  /** The tables `run` fills or rewrites: analyzed after it, so no plan works from stale statistics. */
+  rewrites?: string[];
 }> = [
   {
     name: 'initial schema',
@@ -168,6 +170,7 @@ CREATE TABLE ${s}.embedding_cache (
     sql: (s) => `ALTER TABLE ${s}.memories ADD COLUMN search_len integer NOT NULL DEFAULT 0;
 CREATE INDEX memories_search_len ON ${s}.memories (search_len);`,
     run: reindexKeywords,
+    rewrites: ['memories'],
   },
   {
     // An ancestor at any depth is O(log depth) jumps away, whatever the chain's length.
@@ -175,6 +178,7 @@ CREATE INDEX memories_search_len ON ${s}.memories (search_len);`,
     sql: (s) => `ALTER TABLE ${s}.messages ADD COLUMN jump_id text;
 ALTER TABLE ${s}.messages ADD COLUMN jump_depth integer NOT NULL DEFAULT 0;`,
     run: backfillMessageJumps,
+    rewrites: ['messages'],
   },
   {
     // Message data goes packed into `packed` instead of `data` when `storedData` says so
@@ -208,6 +212,7 @@ CREATE TABLE ${s}.state_tail (
   commits bytea NOT NULL
 ) WITH (fillfactor = 50);`,
     run: packStateCommits,
+    rewrites: ['state_segments', 'state_tail'],
   },
   {
     // JSON documents in named collections (a server's runs, their queue and events). Ids
@@ -330,15 +335,19 @@ CREATE TABLE IF NOT EXISTS ${s}.cairn_migrations (
     const current = rows[0]?.v ?? 0;
     if (current > LATEST_VERSION)
       throw schemaTooNew(`schema ${s}`, current, LATEST_VERSION, '@cairn/store-postgres');
+    const rewritten = new Set<string>();
     for (let v = current + 1; v <= LATEST_VERSION; v++) {
       const m = MIGRATIONS[v - 1]!;
       await q.exec(m.sql(s));
       await m.run?.(q, s);
+      for (const table of m.rewrites ?? []) rewritten.add(table);
       await q.query(
         `INSERT INTO ${s}.cairn_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
         [v, m.name, Date.now()],
       );
     }
+    // A fresh schema's tables are empty: nothing to analyze. The table names are ours.
+    if (current > 0) for (const table of rewritten) await q.exec(`ANALYZE ${s}.${table}`);
     if (tryVector) {
       // The extension is database-wide and may be missing from the server: try it in a
       // savepoint so a failure leaves the migration transaction usable.

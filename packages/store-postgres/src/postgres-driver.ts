@@ -23,6 +23,8 @@ export interface DriverConnection {
   tryVector: boolean;
   pglite: boolean;
   durable: boolean;
+  /** A pool: every session on a connection of its own, so transactions may run side by side. */
+  pooled: boolean;
   /** A pool the store opened: ended on close. */
   ownedPool: pg.Pool | null;
   /** Where to LISTEN: a connection of the store's own (`config`), or the given client. */
@@ -56,6 +58,7 @@ export class PostgresDriver implements Driver {
       vectorSearch: this.#context.vector ? 'approximate' : 'exact',
       notifications: this.#c.pglite ? 'process' : 'cluster',
       multiProcess: !this.#c.pglite,
+      concurrentTransactions: this.#c.pooled,
       durable: this.#c.durable,
     });
   }

@@ -68,13 +68,15 @@ export interface SessionContext {
 }
 
 /**
- * `= ANY` of a text[] parameter, run as one index probe per element however many there
- * are. Joined to `unnest` of the parameter (or given it directly), a plan made for the
- * call's own values hashes or scans the whole table once the batch is a few percent of it,
- * so the call costs in proportion to the table, not the batch. Postgres estimates
- * an `ARRAY(subquery)` at 10 elements whatever its length, so it always probes.
+ * The rows of `table` matching `where` for each element `k.v` of a text[] parameter, read
+ * as one index probe per element (a `LATERAL … LIMIT 1` subquery) however many there are
+ * and whatever the plan: as a join or an `= ANY`, a generic plan made while the table
+ * was small (or a bad estimate) scans or hashes the whole table at every call, so a
+ * lookup of a few rows costs in proportion to the table.
  */
-const probeEach = (param: string) => `ANY(ARRAY(SELECT unnest(${param}::text[])))`;
+const probeEach = (table: string, param: string, where: string, columns: string, lock = '') =>
+  `SELECT x.* FROM unnest(${param}::text[]) AS k(v)
+     CROSS JOIN LATERAL (SELECT ${columns} FROM ${table} WHERE ${where} LIMIT 1 ${lock}) x`;
 
 /** One session's SQL, over a connection (read) or an open transaction (write). */
 export class PostgresSession implements DriverSession {
@@ -215,7 +217,8 @@ export class PostgresSession implements DriverSession {
          FROM ${s}.messages m WHERE m.id = ${id} LIMIT 1) m`;
     const rows = await this.#rows(
       `WITH RECURSIVE th AS (
-         SELECT t.id FROM unnest($1::text[]) AS k(id) JOIN ${s}.threads t ON t.id = k.id FOR KEY SHARE OF t),
+         SELECT t.id FROM unnest($1::text[]) AS k(id)
+           CROSS JOIN LATERAL (SELECT id FROM ${s}.threads t WHERE t.id = k.id LIMIT 1 FOR KEY SHARE) t),
        spine AS (
          SELECT m.* FROM unnest($2::text[]) AS k(id) ${link('k.id')}
          UNION
@@ -285,7 +288,7 @@ export class PostgresSession implements DriverSession {
 
   async getChain(headId: string, minDepth: number, maxDepth: number): Promise<Message[]> {
     const p = { head: '$1', min: '$2', max: '$3' };
-    const sql = chainSql(`${this.#s}.messages`, MESSAGE.columns, p);
+    const sql = chainSql(`${this.#s}.messages`, MESSAGE.columns, p, 'lateral');
     const rows = await this.#rows(`${sql} ORDER BY depth`, [headId, minDepth, maxDepth]);
     return rows.map(MESSAGE.decode);
   }
@@ -665,24 +668,26 @@ export class PostgresSession implements DriverSession {
     collection: string,
     selector: { ids: string[] } | { group: string },
   ): Promise<Array<{ id: string; group: string | null }>> {
-    const [where, value] =
+    const table = `${this.#s}.entries`;
+    const rows =
       'ids' in selector
-        ? ['id = ANY($2::text[])', selector.ids]
-        : ['group_id = $2', selector.group];
-    const rows = await this.#rows(
-      `DELETE FROM ${this.#s}.entries WHERE collection = $1 AND ${where} RETURNING id, group_id`,
-      [collection, value],
-    );
+        ? await this.#deleteEach(
+            table,
+            'collection = $1 AND id = k.v',
+            [collection, selector.ids],
+            'id, group_id',
+          )
+        : await this.#rows(
+            `DELETE FROM ${table} WHERE collection = $1 AND group_id = $2 RETURNING id, group_id`,
+            [collection, selector.group],
+          );
     return rows.map((r) => ({ id: r.id as string, group: (r.group_id as string | null) ?? null }));
   }
 
   // ---------------------------------------------------------------- memories
 
   async takenMemoryIds(ids: string[]): Promise<string[]> {
-    const rows = await this.#rows(
-      `SELECT id FROM ${this.#s}.memories WHERE id = ${probeEach('$1')}`,
-      [ids],
-    );
+    const rows = await this.#rows(probeEach(`${this.#s}.memories`, '$1', 'id = k.v', 'id'), [ids]);
     return rows.map((r) => r.id as string);
   }
 
@@ -743,8 +748,35 @@ export class PostgresSession implements DriverSession {
     ))!;
   }
 
-  deleteMemories(ids: string[]): Promise<number> {
-    return this.#count(`DELETE FROM ${this.#s}.memories WHERE id = ${probeEach('$1')}`, [ids]);
+  async deleteMemories(ids: string[]): Promise<number> {
+    return (await this.#deleteEach(`${this.#s}.memories`, 'id = k.v', [ids])).length;
+  }
+
+  /**
+   * Deletes the rows `probeEach` finds (the text[] parameter is the last of `params`) by
+   * row address. The rows are locked first, so their addresses hold until the delete, in
+   * a statement of its own that sees the versions the lock waited for; the addresses go
+   * in as constants (a parameter's plan may be a generic scan of the table).
+   */
+  async #deleteEach(
+    table: string,
+    where: string,
+    params: unknown[],
+    returning = 'ctid',
+  ): Promise<Row[]> {
+    const found = await this.#rows(
+      probeEach(table, `$${params.length}`, where, 'ctid', 'FOR UPDATE'),
+      params,
+    );
+    if (found.length === 0) return [];
+    const tids = found.map((r) => {
+      const tid = String(r.ctid);
+      if (!/^\(\d+,\d+\)$/.test(tid)) throw new Error(`unexpected row address ${tid}`);
+      return `'${tid}'`;
+    });
+    // No parameters: an unnamed statement, planned for these constants and not kept.
+    const sql = `DELETE FROM ${table} WHERE ctid = ANY(ARRAY[${tids.join(', ')}]::tid[]) RETURNING ${returning}`;
+    return (await this.#q.query(sql)).rows;
   }
 
   async listMemories(
@@ -880,8 +912,12 @@ export class PostgresSession implements DriverSession {
     contentHashes: string[],
   ): Promise<Map<string, number[]>> {
     const rows = await this.#rows(
-      `SELECT content_hash, embedding FROM ${this.#s}.embedding_cache
-       WHERE embedder_id = $1 AND content_hash = ${probeEach('$2')}`,
+      probeEach(
+        `${this.#s}.embedding_cache`,
+        '$2',
+        'embedder_id = $1 AND content_hash = k.v',
+        'content_hash, embedding',
+      ),
       [embedderId, contentHashes],
     );
     return new Map(rows.map((r) => [r.content_hash as string, r.embedding as number[]]));

@@ -88,6 +88,7 @@ describe('injected PGlite', () => {
         notifications: 'process',
         multiProcess: false,
         durable: false,
+        concurrentTransactions: false,
       });
       const t = await store.createThread({ title: 'local' });
       await store.close();

@@ -29,5 +29,6 @@ describeStoreConformance({
     notifications: 'process',
     multiProcess: false,
     durable: false,
+    concurrentTransactions: false,
   },
 });

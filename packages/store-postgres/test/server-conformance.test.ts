@@ -32,6 +32,7 @@ describeServer('PostgreSQL server', () => {
       notifications: 'cluster',
       multiProcess: true,
       durable: true,
+      concurrentTransactions: true,
     },
   });
 });

@@ -669,6 +669,7 @@ export class SqliteDriver implements Driver {
       vectorSearch: 'exact',
       notifications: 'process',
       multiProcess: durable,
+      concurrentTransactions: false,
       durable,
     } as const);
   }

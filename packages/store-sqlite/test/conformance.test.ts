@@ -31,6 +31,7 @@ describeStoreConformance({
     notifications: 'process',
     multiProcess: true,
     durable: true,
+    concurrentTransactions: false,
   },
 });
 
@@ -42,5 +43,6 @@ describeStoreConformance({
     notifications: 'process',
     multiProcess: false,
     durable: false,
+    concurrentTransactions: false,
   },
 });

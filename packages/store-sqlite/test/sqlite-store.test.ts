@@ -32,12 +32,14 @@ describe('opening', () => {
       notifications: 'process',
       multiProcess: true,
       durable: true,
+      concurrentTransactions: false,
     });
     expect(mem.capabilities).toEqual({
       vectorSearch: 'exact',
       notifications: 'process',
       multiProcess: false,
       durable: false,
+      concurrentTransactions: false,
     });
     await file.close();
     await mem.close();

@@ -6,8 +6,14 @@ export interface EntryNotice {
   entry: EntryChange;
 }
 
-/** What a write session tells listeners about: a thread's change or an entry's. */
-export type Change = StoreChange | EntryNotice;
+/** A lease released: whoever waits to acquire it may try again. */
+export interface LeaseNotice {
+  kind: 'lease';
+  key: string;
+}
+
+/** What a write session tells listeners about: a thread's change, an entry's, a lease's. */
+export type Change = StoreChange | EntryNotice | LeaseNotice;
 
 /** Calls each listener of a set; one that throws does not stop the others. */
 function callEach<T>(set: Set<(value: T) => void> | undefined, value: T): void {
@@ -44,6 +50,7 @@ function addTo<L>(map: Map<string, Set<L>>, key: string, listener: L): () => voi
 export class ChangeEmitter {
   #threads = new Map<string, Set<StoreListener>>();
   #collections = new Map<string, Set<EntryListener>>();
+  #leases = new Map<string, Set<() => void>>();
 
   subscribe(threadId: string, listener: StoreListener): () => void {
     return addTo(this.#threads, threadId, listener);
@@ -53,14 +60,21 @@ export class ChangeEmitter {
     return addTo(this.#collections, collection, listener);
   }
 
+  /** Hears the lease `key` released (in this process, or any where notifications reach). */
+  onLeaseReleased(key: string, listener: () => void): () => void {
+    return addTo(this.#leases, key, listener);
+  }
+
   emit(change: Change): void {
     if (change.kind === 'entry')
       callEach(this.#collections.get(change.entry.collection), change.entry);
+    else if (change.kind === 'lease') callEach(this.#leases.get(change.key), undefined);
     else callEach(this.#threads.get(change.threadId), change);
   }
 
   clear(): void {
     this.#threads.clear();
     this.#collections.clear();
+    this.#leases.clear();
   }
 }

@@ -7,6 +7,7 @@ import {
   invalidArgument,
   isCairnError,
   type JsonObject,
+  jsonEqual,
   keysOf,
   type Lease,
   type Memory,
@@ -161,6 +162,7 @@ class Door {
   /** Changes as the driver publishes them to other instances: text, naming this one. */
   encode(changes: Change[]): string[] {
     return changes.map((c) => {
+      if (c.kind === 'lease') return JSON.stringify({ o: this.origin, k: 'lease', l: c.key });
       if (c.kind === 'entry') {
         const { collection, id, group, version } = c.entry;
         return JSON.stringify({
@@ -185,6 +187,64 @@ class Door {
       // This store's own changes reached its listeners at commit.
       if (c && c.origin !== this.origin) this.emitter.emit(c.change);
     });
+  }
+
+  /** Each lease key's waiters, in the order they came: the last one's turn ends last. */
+  readonly #leaseTurns = new Map<string, Promise<void>>();
+
+  /**
+   * Runs `attempt` (an acquisition) until it does not meet another owner's live lease:
+   * after each `CONFLICT` it sleeps until the lease is released (a notice, here or from
+   * another process where the store hears them), expires, or `waitMs` has passed
+   * (`TIMEOUT`). One waiter per key of this instance tries at a time, in arrival order.
+   * Where releases in other processes go unheard (a SQLite file), it also looks again
+   * every `UNHEARD_RECHECK_MS`.
+   */
+  async waitForLease<T>(key: string, waitMs: number, attempt: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + waitMs;
+    const timedOut = (cause?: CairnError) =>
+      new CairnError('TIMEOUT', `lease ${show(key)} still held after waiting ${waitMs} ms`, {
+        details: { key, waitMs, ...(cause?.details ?? {}) },
+        ...(cause ? { cause } : {}),
+      });
+    this.listen();
+    const before = this.#leaseTurns.get(key) ?? Promise.resolve();
+    let done!: () => void;
+    const mine = before.then(() => new Promise<void>((resolve) => (done = resolve)));
+    this.#leaseTurns.set(key, mine);
+    try {
+      if (!(await sleepUntil(deadline, (wake) => void before.then(wake)))) throw timedOut();
+      const { notifications, multiProcess } = this.driver.capabilities;
+      const unheard = multiProcess && notifications === 'process';
+      for (;;) {
+        let released = false;
+        let wake: (() => void) | null = null;
+        const stop = this.emitter.onLeaseReleased(key, () => {
+          released = true;
+          wake?.();
+        });
+        try {
+          return await attempt();
+        } catch (e) {
+          const expiresAt = (e as CairnError).details?.expiresAt;
+          if (!isCairnError(e, 'CONFLICT') || typeof expiresAt !== 'number') throw e;
+          if (Date.now() >= deadline) throw timedOut(e);
+          if (released) continue;
+          let until = Math.min(deadline, expiresAt + 1);
+          if (unheard) until = Math.min(until, Date.now() + UNHEARD_RECHECK_MS);
+          await sleepUntil(until, (w) => {
+            wake = w;
+          });
+        } finally {
+          stop();
+        }
+      }
+    } finally {
+      // `done` is set once the earlier waiters are through; a timed-out waiter lets the
+      // next go after them.
+      void before.then(() => done());
+      if (this.#leaseTurns.get(key) === mine) this.#leaseTurns.delete(key);
+    }
   }
 
   stopListening(): void {
@@ -212,6 +272,8 @@ function decodeChange(payload: string): { origin: string; change: Change } | nul
         change: { kind: 'entry', entry: { collection: p.c, id: p.i, group, version } },
       };
     }
+    if (typeof p.o === 'string' && p.k === 'lease' && typeof p.l === 'string')
+      return { origin: p.o, change: { kind: 'lease', key: p.l } };
     if (typeof p.o !== 'string' || typeof p.t !== 'string' || typeof p.k !== 'string') return null;
     const change = { threadId: p.t, kind: p.k as StoreChange['kind'] } as StoreChange;
     if (typeof p.b === 'string') change.branchId = p.b;
@@ -223,12 +285,38 @@ function decodeChange(payload: string): { origin: string; change: Change } | nul
   }
 }
 
+/** How often a lease waiter looks again where releases in other processes go unheard. */
+const UNHEARD_RECHECK_MS = 50;
+
+/**
+ * Resolves true when `arm`'s wake is called, false at `until` (ms since the epoch),
+ * whichever comes first.
+ */
+function sleepUntil(until: number, arm: (wake: () => void) => void): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), Math.max(0, until - Date.now()));
+    arm(() => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
 /** A page of a listing by key, from `limit + 1` rows: the extra one says there is more. */
 function keyPage<T>(rows: T[], limit: number, key: (row: T) => string): Page<T> {
   const items = rows.slice(0, limit);
   const last = items[items.length - 1];
   return { items, nextCursor: rows.length > limit && last ? encodeCursor([key(last)]) : null };
 }
+
+/** Whether two leases are the same record, field by field. */
+const sameLease = (a: Lease, b: Lease) =>
+  a.owner === b.owner &&
+  a.acquiredAt === b.acquiredAt &&
+  a.renewedAt === b.renewedAt &&
+  a.expiresAt === b.expiresAt &&
+  a.releasedAt === b.releasedAt &&
+  jsonEqual(a.data, b.data);
 
 /** The lease, locked until the session ends (or read, where sessions exclude each other). */
 const lockLease = (s: DriverSession, key: string) =>
@@ -928,14 +1016,20 @@ class FrontDoor implements Store {
   async acquireLease(input: AcquireLeaseInput): Promise<AcquiredLease> {
     this.#open();
     const i = checkLeaseInput(input);
-    return this.#write(async (s) => {
-      // A first acquisition races on the insert; the loser locks the winner's row.
-      for (;;) {
-        const current = await lockLease(s, i.key);
-        const plan = planLeaseAcquire(current, i, this.#d.now());
-        if (await s.putLease(plan.lease, current === null)) return plan;
-      }
-    });
+    if (i.waitMs > 0 && this.#tx)
+      throw invalidArgument(
+        'acquireLease waits (waitMs) only outside a transaction: a transaction would stay open while it waits',
+      );
+    const attempt = () =>
+      this.#write(async (s) => {
+        // A first acquisition races on the insert; the loser locks the winner's row.
+        for (;;) {
+          const current = await lockLease(s, i.key);
+          const plan = planLeaseAcquire(current, i, this.#d.now());
+          if (await s.putLease(plan.lease, current === null)) return plan;
+        }
+      });
+    return i.waitMs > 0 ? this.#d.waitForLease(i.key, i.waitMs, attempt) : attempt();
   }
 
   async renewLease(key: string, owner: string, ttlMs: number, data?: JsonObject): Promise<Lease> {
@@ -956,9 +1050,10 @@ class FrontDoor implements Store {
     checkName(key, 'lease key');
     checkName(owner, 'lease owner');
     const patch = checkLeaseData(data);
-    return this.#write(async (s) => {
+    return this.#write(async (s, touch) => {
       const lease = planLeaseRelease(await lockLease(s, key), key, owner, patch, this.#d.now());
       await s.putLease(lease, false);
+      touch({ kind: 'lease', key });
       return lease;
     });
   }
@@ -1250,8 +1345,18 @@ class FrontDoor implements Store {
     const checked = checkLeases(leases);
     if (checked.length === 0) return;
     await this.#write(async (s) => {
+      const now = this.#d.now();
       for (const l of checked) {
         const existing = await lockLease(s, l.key);
+        // A restore never takes a lease from its live holder, nor extends it: only the
+        // same record again (a re-run) passes, and then nothing is written.
+        if (existing && existing.releasedAt === null && existing.expiresAt > now) {
+          if (sameLease(existing, l)) continue;
+          throw conflict(
+            `lease ${show(l.key)} is held by ${show(existing.owner)} until ${new Date(existing.expiresAt).toISOString()}: a restore does not replace a live lease`,
+            { key: l.key, owner: existing.owner, expiresAt: existing.expiresAt },
+          );
+        }
         if (!(await s.putLease(l, existing === null)))
           throw conflict(`lease ${show(l.key)} was taken while it was restored`, { key: l.key });
       }
@@ -1275,7 +1380,10 @@ class FrontDoor implements Store {
     // Nested: join the transaction already open.
     if (this.#tx) return fn(this);
     const d = this.#d;
-    return d.gate.exclusive(async () => {
+    // Side by side where each session has a connection of its own; else alone, so that
+    // no other call runs (and reads) on the connection while the transaction is open.
+    const turn = d.driver.capabilities.concurrentTransactions ? 'shared' : 'exclusive';
+    return d.gate[turn](async () => {
       // The store may have been closed while this waited its turn.
       if (d.closed) throw new CairnError('CLOSED', 'this store is closed');
       let failure: { error: unknown } | null = null;

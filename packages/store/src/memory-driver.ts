@@ -112,6 +112,7 @@ class MemoryDriver implements Driver, DriverSession {
     vectorSearch: 'exact',
     notifications: 'process',
     multiProcess: false,
+    concurrentTransactions: false,
     durable: false,
   } as const);
   readonly #lock = new AsyncLock();

@@ -128,26 +128,39 @@ export class SqlTable<T> {
  * links to `min`, so the cost is the answer's length, never the chain's. Rows come
  * deepest first. `messages` is the table, `columns` its message columns, and `head`,
  * `min` and `max` the dialect's placeholders.
+ *
+ * `probe: 'lateral'` (Postgres) reads each step's message in a `LATERAL … LIMIT 1`
+ * subquery: a plain join there may be planned (generically, for a prepared statement, or
+ * on a table without statistics) as a scan of the whole table at every step, so that a
+ * walk costs steps × table; the subquery is one index probe whatever the plan says.
+ * SQLite always joins a recursive step by an index lookup.
  */
 export function chainSql(
   messages: string,
   columns: string,
   p: { head: string; min: string; max: string },
+  probe: 'join' | 'lateral' = 'join',
 ): string {
-  const m = columns
-    .split(', ')
-    .map((c) => `m.${c}`)
-    .join(', ');
-  return `WITH RECURSIVE up (id, parent_id, depth, jump_id, jump_depth) AS (
-      SELECT id, parent_id, depth, jump_id, jump_depth FROM ${messages} WHERE id = ${p.head}
+  const step = (cols: string, id: string) =>
+    probe === 'lateral'
+      ? `CROSS JOIN LATERAL (SELECT ${cols} FROM ${messages} WHERE id = ${id} LIMIT 1) m`
+      : `JOIN ${messages} m ON m.id = ${id}`;
+  const link = 'id, parent_id, depth, jump_id, jump_depth';
+  const m = (cols: string) =>
+    cols
+      .split(', ')
+      .map((c) => `m.${c}`)
+      .join(', ');
+  return `WITH RECURSIVE up (${link}) AS (
+      SELECT ${link} FROM ${messages} WHERE id = ${p.head}
       UNION ALL
-      SELECT m.id, m.parent_id, m.depth, m.jump_id, m.jump_depth FROM up JOIN ${messages} m
-        ON m.id = CASE WHEN up.jump_depth >= ${p.max} AND up.jump_id IS NOT NULL THEN up.jump_id ELSE up.parent_id END
+      SELECT ${m(link)} FROM up
+        ${step(link, `CASE WHEN up.jump_depth >= ${p.max} AND up.jump_id IS NOT NULL THEN up.jump_id ELSE up.parent_id END`)}
       WHERE up.depth > ${p.max}),
     chain AS (
       SELECT ${columns} FROM ${messages} WHERE id = (SELECT id FROM up WHERE depth = ${p.max})
       UNION ALL
-      SELECT ${m} FROM chain c JOIN ${messages} m ON m.id = c.parent_id WHERE c.depth > ${p.min})
+      SELECT ${m(columns)} FROM chain c ${step(columns, 'c.parent_id')} WHERE c.depth > ${p.min})
     SELECT ${columns} FROM chain`;
 }
 

@@ -31,6 +31,12 @@ export interface StoreCapabilities {
   multiProcess: boolean;
   /** The data outlives the process (false for the in-memory store). */
   durable: boolean;
+  /**
+   * Transactions run side by side, each on a connection of its own, and never hold up
+   * other calls, which see only what has committed (a Postgres store on a pool). False:
+   * one transaction at a time, and other calls on the store wait until it ends.
+   */
+  concurrentTransactions: boolean;
 }
 
 // ---------------------------------------------------------------- inputs
@@ -137,12 +143,23 @@ export interface AcquireLeaseInput {
   owner: string;
   ttlMs: number;
   data?: JsonObject;
+  /**
+   * While another owner's lease is live, wait up to this many milliseconds for it to be
+   * released or to expire instead of failing with `CONFLICT` at once; `TIMEOUT` when it
+   * is still held then. A release wakes the waiter at once where the store hears it
+   * (`notifications`: in the process, or across processes on `cluster`). Waiters of one
+   * store instance take the lease in the order they asked. Default 0; not inside a
+   * transaction.
+   */
+  waitMs?: number;
 }
 
 export interface AcquiredLease {
   lease: Lease;
   /** The expired lease of another owner that this acquisition took over, if any. */
   tookOver: Lease | null;
+  /** The lease as it was before (released, expired, or the owner's own), or null if new. */
+  previous: Lease | null;
 }
 
 export interface NewMemory {
@@ -446,7 +463,7 @@ export interface Store {
   /**
    * Takes the lease if it is free, released, expired (then `tookOver` holds the old one)
    * or already held by `owner` (then it is renewed). `CONFLICT` while another owner's
-   * lease is live.
+   * lease is live, or, with `waitMs`, `TIMEOUT` once it has waited that long.
    */
   acquireLease(input: AcquireLeaseInput): Promise<AcquiredLease>;
   /** Extends a live lease held by `owner`; `CONFLICT` if it expired, was released or taken. */
@@ -530,7 +547,12 @@ export interface Store {
   restoreThread(records: ThreadRecords): Promise<void>;
   /** Every lease, by key (binary order). */
   listLeases(options?: PageOptions): Promise<Page<Lease>>;
-  /** Writes leases exactly as given (timestamps included), replacing those of the same key. */
+  /**
+   * Writes leases exactly as given (timestamps included), replacing those of the same key,
+   * all or none. A live lease (not released, not expired) is never replaced: restoring it
+   * is `CONFLICT` naming its holder, unless the lease given is the same record (then
+   * nothing is written), so a restore can neither take nor extend a lease someone holds.
+   */
   restoreLeases(leases: Lease[]): Promise<void>;
   /** Every memory, by id (binary order); `addMemories` writes them back as they are. */
   scanMemories(options?: PageOptions): Promise<Page<Memory>>;

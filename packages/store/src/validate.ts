@@ -29,6 +29,7 @@ import {
 } from '@cairn/core';
 import type { MessageJump, MessageLink } from './driver.js';
 import type {
+  AcquiredLease,
   AcquireLeaseInput,
   ChainOptions,
   EmbeddingSpace,
@@ -526,8 +527,16 @@ export function checkTtl(ttlMs: unknown): number {
 
 export function checkLeaseInput(input: AcquireLeaseInput): Required<AcquireLeaseInput> {
   if (typeof input !== 'object' || input === null) throw invalid('lease input must be an object');
-  checkKeys(input, 'acquireLease', keysOf<AcquireLeaseInput>()(['key', 'owner', 'ttlMs', 'data']));
+  checkKeys(
+    input,
+    'acquireLease',
+    keysOf<AcquireLeaseInput>()(['key', 'owner', 'ttlMs', 'data', 'waitMs']),
+  );
+  const waitMs = input.waitMs ?? 0;
+  if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_TTL_MS)
+    throw invalid(`waitMs must be an integer from 0 to ${MAX_TTL_MS}, got ${show(input.waitMs)}`);
   return {
+    waitMs,
     key: checkName(input.key, 'lease key'),
     owner: checkName(input.owner, 'lease owner'),
     ttlMs: checkTtl(input.ttlMs),
@@ -545,7 +554,7 @@ export function planLeaseAcquire(
   current: Lease | null,
   input: Required<AcquireLeaseInput>,
   now: number,
-): { lease: Lease; tookOver: Lease | null } {
+): AcquiredLease {
   const live = current !== null && current.releasedAt === null && current.expiresAt > now;
   if (live && current.owner !== input.owner) {
     throw new CairnError(
@@ -565,6 +574,7 @@ export function planLeaseAcquire(
         data: { ...current.data, ...input.data },
       },
       tookOver: null,
+      previous: current,
     };
   }
   const expired = current !== null && current.releasedAt === null ? current : null;
@@ -579,6 +589,7 @@ export function planLeaseAcquire(
       data: input.data,
     },
     tookOver: expired,
+    previous: current,
   };
 }
 

@@ -9,5 +9,6 @@ describeStoreConformance({
     notifications: 'process',
     multiProcess: false,
     durable: false,
+    concurrentTransactions: false,
   },
 });

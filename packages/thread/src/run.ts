@@ -50,8 +50,22 @@ function staleData(old: Lease): JsonObject {
   };
 }
 
+/** The run data a new run of `owner` starts with, after the lease `prev` (at `now`). */
+function carriedFrom(prev: Lease | null, owner: string, now: number): JsonObject {
+  const stale =
+    prev !== null && prev.owner !== owner && prev.releasedAt === null && prev.expiresAt <= now;
+  return stale
+    ? staleData(prev)
+    : {
+        lastResult: prev?.data.lastResult ?? null,
+        lastError: prev?.data.lastError ?? null,
+        recoveredFrom: null,
+      };
+}
+
 /**
- * Takes the thread's run lease: `CONFLICT` while another owner's run is live; an expired
+ * Takes the thread's run lease: `CONFLICT` while another owner's run is live (with
+ * `waitMs`, it waits for that run to end first: `TIMEOUT` after `waitMs`); an expired
  * run of another owner is taken over and recorded as `stale_recovered`.
  */
 export async function acquireRunLease(
@@ -59,31 +73,25 @@ export async function acquireRunLease(
   threadId: string,
   owner: string,
   ttlMs: number,
+  waitMs?: number,
 ): Promise<ThreadRun> {
   const key = runKey(threadId);
-  const prev = await store.getLease(key);
-  const now = Date.now();
-  const predictedStale =
-    prev !== null && prev.owner !== owner && prev.releasedAt === null && prev.expiresAt <= now;
-  const carry: JsonObject = predictedStale
-    ? staleData(prev)
-    : {
-        lastResult: prev?.data.lastResult ?? null,
-        lastError: prev?.data.lastError ?? null,
-        recoveredFrom: null,
-      };
-  const { lease, tookOver } = await store.acquireLease({ key, owner, ttlMs, data: carry });
-  let held = lease;
-  if (tookOver && tookOver.owner !== owner && !predictedStale) {
-    held = await store.renewLease(key, owner, ttlMs, staleData(tookOver));
-  } else if (!tookOver && predictedStale) {
-    // Someone released (or took and released) the old run between our read and our take.
-    held = await store.renewLease(key, owner, ttlMs, {
-      lastResult: null,
-      lastError: null,
-      recoveredFrom: null,
-    });
-  }
+  // The run's data is written with the lease, as the lease read now predicts it; should
+  // the lease change before the take (another run ended or expired meanwhile, or this
+  // one waited), it is corrected from the lease the take found.
+  const carry = carriedFrom(await store.getLease(key), owner, Date.now());
+  const { lease, previous } = await store.acquireLease({
+    key,
+    owner,
+    ttlMs,
+    data: carry,
+    ...(waitMs === undefined ? {} : { waitMs }),
+  });
+  const found = carriedFrom(previous, owner, lease.renewedAt);
+  const held =
+    JSON.stringify(found) === JSON.stringify(carry)
+      ? lease
+      : await store.renewLease(key, owner, ttlMs, found);
   return new ThreadRun(store, key, owner, ttlMs, held);
 }
 

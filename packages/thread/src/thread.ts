@@ -822,14 +822,17 @@ export class CairnThread<S extends StateSchema<any>> {
 
   /**
    * Takes the thread's run (one at a time): `CONFLICT` while another owner's run is
-   * live; an expired one is taken over and recorded as `stale_recovered`.
+   * live, or with `waitMs`, waits up to that long for it to end (`TIMEOUT` then; waiters
+   * of one store take turns in the order they asked); an expired one is taken over and
+   * recorded as `stale_recovered`.
    */
-  async acquireRun(options: { owner: string; ttlMs: number }): Promise<ThreadRun> {
+  async acquireRun(options: { owner: string; ttlMs: number; waitMs?: number }): Promise<ThreadRun> {
     this.#assertOpen();
     if (typeof options !== 'object' || options === null)
       throw new CairnError('INVALID_ARGUMENT', 'acquireRun needs { owner, ttlMs }');
-    checkKeys(options, 'acquireRun options', ['owner', 'ttlMs']);
-    return acquireRunLease(this.#store, this.#record.id, options.owner, options.ttlMs);
+    checkKeys(options, 'acquireRun options', ['owner', 'ttlMs', 'waitMs']);
+    const { owner, ttlMs, waitMs } = options;
+    return acquireRunLease(this.#store, this.#record.id, owner, ttlMs, waitMs);
   }
 
   /** Stops listening to the store; later calls fail with `CLOSED`. Waits for queued writes. */

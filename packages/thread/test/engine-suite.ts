@@ -914,6 +914,31 @@ export function describeThreadEngine(s: TestStoreKind): void {
         });
         expect(await code(r3.release({ result: 'nope' as never }))).toBe('INVALID_ARGUMENT');
       });
+
+      it('waits for a live run to end (waitMs), and records how that run ended', async () => {
+        const t = await open();
+        const r1 = await t.acquireRun({ owner: 'w1', ttlMs: 60_000 });
+        const waiting = t.acquireRun({ owner: 'w2', ttlMs: 60_000, waitMs: 30_000 });
+        await sleep(50);
+        await r1.release({ result: 'failed', error: 'tool crashed' });
+        const r2 = await waiting;
+        // The record reads the run that ended while w2 waited, not the one w2 first saw.
+        expect(r2.record).toMatchObject({
+          owner: 'w2',
+          isRunning: true,
+          lastResult: 'failed',
+          lastError: 'tool crashed',
+          recoveredFrom: null,
+        });
+        expect(await t.runStatus()).toMatchObject({ owner: 'w2', lastResult: 'failed' });
+        expect(await code(t.acquireRun({ owner: 'w3', ttlMs: 60_000, waitMs: 50 }))).toBe(
+          'TIMEOUT',
+        );
+        expect(await code(t.acquireRun({ owner: 'w3', ttlMs: 10, waitMs: -1 }))).toBe(
+          'INVALID_ARGUMENT',
+        );
+        await r2.release({ result: 'completed' });
+      });
     });
 
     describe('events and version', () => {

@@ -1,10 +1,12 @@
-import { startInspector } from '@cairn/inspector';
+import { hostname } from 'node:os';
+import { isLoopback, startInspector } from '@cairn/inspector';
 import { openStore, type Target } from '../database.js';
 import type { Io } from '../output.js';
 
 export interface InspectOptions {
   port?: number;
   host?: string;
+  accessToken?: string;
   allowWrites: boolean;
 }
 
@@ -21,10 +23,23 @@ export async function inspect(t: Target, o: InspectOptions, io: Io): Promise<num
       title: t.label,
       ...(o.port === undefined ? {} : { port: o.port }),
       ...(o.host === undefined ? {} : { host: o.host }),
+      ...(o.accessToken === undefined ? {} : { accessToken: o.accessToken }),
     });
-    io.stdout.write(
-      `inspecting ${t.label} at ${inspector.url} (${o.allowWrites ? 'writes allowed' : 'read-only'}); Ctrl-C stops it\n`,
-    );
+    const mode = o.allowWrites ? 'writes allowed' : 'read-only';
+    if (inspector.accessToken === null)
+      io.stdout.write(`inspecting ${t.label} at ${inspector.url} (${mode}); Ctrl-C stops it\n`);
+    else {
+      // A wildcard address is no address to open: the machine's name is.
+      const wildcard = o.host === '0.0.0.0' || o.host === '::' || o.host === '[::]';
+      const base = wildcard ? `http://${hostname()}:${inspector.port}` : inspector.url;
+      io.stdout.write(
+        `inspecting ${t.label} at ${base}/?token=${inspector.accessToken} (${mode}); Ctrl-C stops it\n`,
+      );
+      if (!isLoopback(o.host ?? '127.0.0.1'))
+        io.stderr.write(
+          `cairn: other machines can reach this inspector on ${o.host}: every request needs the token in that address; it is plain HTTP, so use it on a network you trust\n`,
+        );
+    }
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
       process.once('SIGTERM', resolve);

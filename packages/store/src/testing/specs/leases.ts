@@ -275,6 +275,32 @@ export function describeLeases(options: StoreConformanceOptions): void {
       expect((await store().getLease(k1))!.owner).toBe('alice');
     });
 
+    it('restoreLeases never takes or extends a live lease; expired and released ones are replaced', async () => {
+      const held = (await store().acquireLease({ key: key(), owner: 'holder', ttlMs: LONG_TTL }))
+        .lease;
+      const free = key();
+      const taken = { ...held, owner: 'intruder', expiresAt: held.expiresAt + LONG_TTL };
+      const extended = { ...held, expiresAt: held.expiresAt + LONG_TTL };
+      const other = { ...held, key: free, owner: 'intruder' };
+      for (const batch of [[taken], [extended], [other, taken]]) {
+        const e = await expectCode(() => store().restoreLeases(batch), 'CONFLICT');
+        expect(e.message).toMatch(/held by "holder"/);
+        expect(await store().getLease(held.key)).toEqual(held);
+        expect(await store().getLease(free)).toBeNull();
+      }
+      // The same record again (a re-run of an import) is no change.
+      await store().restoreLeases([held]);
+      expect(await store().getLease(held.key)).toEqual(held);
+      // An expired lease and a released one are history: a restore replaces them.
+      const past = { ...other, acquiredAt: 1, renewedAt: 1, expiresAt: 2 };
+      await store().restoreLeases([past]);
+      await store().restoreLeases([other]);
+      expect(await store().getLease(free)).toEqual(other);
+      await store().releaseLease(held.key, 'holder');
+      await store().restoreLeases([taken]);
+      expect(await store().getLease(held.key)).toEqual(taken);
+    });
+
     describe('bad input writes nothing', () => {
       it.each([
         ['an empty key', { key: '' }],
@@ -330,6 +356,87 @@ export function describeLeases(options: StoreConformanceOptions): void {
           'INVALID_ARGUMENT',
         );
         expect(await store().getLease(k)).toEqual(lease);
+      });
+    });
+
+    describe('waiting for a lease (waitMs)', () => {
+      it('waits for the holder to release it, then takes it', async () => {
+        const k = key();
+        await store().acquireLease({ key: k, owner: 'alice', ttlMs: LONG_TTL });
+        const events: string[] = [];
+        const waiting = store()
+          .acquireLease({ key: k, owner: 'bob', ttlMs: LONG_TTL, waitMs: 30_000 })
+          .then((a) => {
+            events.push('bob took it');
+            return a;
+          });
+        await sleep(50);
+        events.push('alice releases');
+        await store().releaseLease(k, 'alice');
+        const { lease, tookOver } = await waiting;
+        expect(events).toEqual(['alice releases', 'bob took it']);
+        expect(lease.owner).toBe('bob');
+        expect(tookOver).toBeNull();
+      });
+
+      it('waits for the lease to expire, then takes it over', async () => {
+        const k = key();
+        await store().acquireLease({ key: k, owner: 'alice', ttlMs: PAST_SHORT_TTL });
+        const { lease, tookOver } = await store().acquireLease({
+          key: k,
+          owner: 'bob',
+          ttlMs: LONG_TTL,
+          waitMs: 30_000,
+        });
+        expect(lease.owner).toBe('bob');
+        expect(tookOver?.owner).toBe('alice');
+      });
+
+      it('gives up with TIMEOUT when it is still held after waitMs, changing nothing', async () => {
+        const k = key();
+        const { lease } = await store().acquireLease({ key: k, owner: 'alice', ttlMs: LONG_TTL });
+        const e = await expectCode(
+          () => store().acquireLease({ key: k, owner: 'bob', ttlMs: LONG_TTL, waitMs: 100 }),
+          'TIMEOUT',
+        );
+        expect(e.details).toMatchObject({ key: k, owner: 'alice' });
+        expect(await store().getLease(k)).toEqual(lease);
+      });
+
+      it('hands the lease to its waiters in the order they asked', async () => {
+        const k = key();
+        await store().acquireLease({ key: k, owner: 'w0', ttlMs: LONG_TTL });
+        const order: string[] = [];
+        const waiters = ['w1', 'w2', 'w3'].map((owner) =>
+          store()
+            .acquireLease({ key: k, owner, ttlMs: LONG_TTL, waitMs: 30_000 })
+            .then(async ({ lease }) => {
+              order.push(lease.owner);
+              await sleep(10);
+              await store().releaseLease(k, owner);
+            }),
+        );
+        await sleep(50);
+        await store().releaseLease(k, 'w0');
+        await Promise.all(waiters);
+        expect(order).toEqual(['w1', 'w2', 'w3']);
+      });
+
+      it('refuses a bad waitMs, and waiting inside a transaction', async () => {
+        for (const waitMs of [-1, 1.5, '10', Number.NaN, 2 ** 31])
+          await expectCode(
+            () => store().acquireLease({ key: key(), owner: 'a', ttlMs: 10, waitMs } as never),
+            'INVALID_ARGUMENT',
+          );
+        const k = key();
+        await expectCode(
+          () =>
+            store().transaction((tx) =>
+              tx.acquireLease({ key: k, owner: 'a', ttlMs: 10, waitMs: 10 }),
+            ),
+          'INVALID_ARGUMENT',
+        );
+        expect(await store().getLease(k)).toBeNull();
       });
     });
   });

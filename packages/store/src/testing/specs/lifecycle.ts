@@ -76,6 +76,7 @@ export function describeLifecycle(options: StoreConformanceOptions): void {
         expect(['exact', 'approximate']).toContain(c.vectorSearch);
         expect(['process', 'cluster']).toContain(c.notifications);
         expect(typeof c.multiProcess).toBe('boolean');
+        expect(typeof c.concurrentTransactions).toBe('boolean');
         expect(typeof c.durable).toBe('boolean');
       });
     });

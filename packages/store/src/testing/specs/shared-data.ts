@@ -42,6 +42,18 @@ export function describeSharedData(options: StoreConformanceOptions): void {
     }
 
     it(
+      'wakes a lease waiter on one store when the other releases the lease',
+      pair(async (a, b) => {
+        const k = `lease-${newId()}`;
+        await a.acquireLease({ key: k, owner: 'alice', ttlMs: 60_000 });
+        const waiting = b.acquireLease({ key: k, owner: 'bob', ttlMs: 60_000, waitMs: 30_000 });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        await a.releaseLease(k, 'alice');
+        expect((await waiting).lease.owner).toBe('bob');
+      }),
+    );
+
+    it(
       'sees at once what the first store wrote',
       pair(async (a, b) => {
         const t = await makeThread(a);

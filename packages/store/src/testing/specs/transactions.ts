@@ -281,6 +281,36 @@ export function describeTransactions(options: StoreConformanceOptions): void {
       expect((await store().getThread(id))!.title).toBe('tx');
     });
 
+    it('runs transactions side by side and lets reads through (concurrentTransactions)', async (ctx) => {
+      if (!store().capabilities.concurrentTransactions)
+        ctx.skip("the store's concurrentTransactions is not true");
+      const [first, second] = [newId(), newId()];
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let started!: () => void;
+      const written = new Promise<void>((resolve) => {
+        started = resolve;
+      });
+      const open = store().transaction(async (tx) => {
+        await tx.createThread({ id: first });
+        started();
+        await held;
+      });
+      await written;
+      // While it is open: a read sees only what committed, and a whole second
+      // transaction commits (one at a time, both would wait for the first forever).
+      expect(await store().getThread(first)).toBeNull();
+      await store().transaction(async (tx) => {
+        await tx.createThread({ id: second });
+      });
+      expect(await store().getThread(second)).not.toBeNull();
+      release();
+      await open;
+      expect(await store().getThread(first)).not.toBeNull();
+    });
+
     it('leaves the store usable after a failed transaction', async () => {
       await expect(
         store().transaction(async () => {
