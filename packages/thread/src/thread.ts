@@ -711,7 +711,9 @@ export class CairnThread<S extends StateSchema<any>> {
     const clean = Object.fromEntries(
       Object.entries(update).filter(([, v]) => v !== undefined),
     ) as JsonObject;
-    const updateBytes = jsonSize(clean);
+    // Measured after applyUpdate checked the update: JSON.stringify of a value nested too
+    // deep overflows the stack, where applyUpdate's check answers INVALID_UPDATE.
+    let updateBytes = 0;
     /** Applies the update to the state as loaded and commits it as the next version. */
     const commit = async (store: Store) => {
       const base = this.#loaded;
@@ -719,6 +721,7 @@ export class CairnThread<S extends StateSchema<any>> {
         scope: 'thread',
       });
       if (next.changed.length === 0) return { base, next, snapshot: false };
+      updateBytes = jsonSize(clean);
       const snapshot = wantsSnapshot(this.#policy, base, updateBytes);
       await store.appendStateCommit(
         {
