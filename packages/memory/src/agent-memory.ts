@@ -90,7 +90,10 @@ export interface DocumentInput {
 export interface IngestOptions extends ChunkOptions, RememberManyOptions {}
 
 export interface IngestedDocument {
-  /** Type `document`, without an embedding: the whole text (its beginning past `MAX_MEMORY_TEXT_LENGTH`). */
+  /**
+   * Type `document`, without an embedding: the whole text (its first
+   * `MAX_MEMORY_TEXT_LENGTH` characters when longer; `metadata.textLength` is the whole).
+   */
   document: Memory;
   /** The chunks, type `fragment`, embedded, `metadata.documentId` = the document's id. */
   fragments: Memory[];
@@ -454,8 +457,9 @@ export class AgentMemory {
    * itself is stored without an embedding (long texts exceed many models' input), with
    * `metadata.fragmentIds` and `metadata.textLength`, holding the whole text up to
    * `MAX_MEMORY_TEXT_LENGTH` characters and its beginning beyond (the fragments hold it
-   * all). Documents up to `MAX_DOCUMENT_LENGTH` characters. All in one atomic write. Ingesting the same text again in
-   * the same place returns what is stored (`existing: true`) unless `allowDuplicate`.
+   * all). Documents up to `MAX_DOCUMENT_LENGTH` characters. All in one atomic write.
+   * Ingesting the same text again in the same place returns what is stored
+   * (`existing: true`) unless `allowDuplicate`.
    *
    * @example
    * ```ts
