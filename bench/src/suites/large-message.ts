@@ -125,14 +125,123 @@ async function rowsFor(kind: Kind, log: (line: string) => void): Promise<Compari
   return rows;
 }
 
+/** The two layouts of the messages table: before schema 5 and since. */
+const LAYOUTS = {
+  'WITHOUT ROWID': `CREATE TABLE m (id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, parent_id TEXT, role TEXT NOT NULL,
+      type TEXT, data TEXT NOT NULL, created_at INTEGER NOT NULL, depth INTEGER NOT NULL, jump_id TEXT,
+      jump_depth INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+    CREATE INDEX m_thread ON m (thread_id);`,
+  rowid: `CREATE TABLE m (id TEXT NOT NULL, thread_id TEXT NOT NULL, parent_id TEXT, role TEXT NOT NULL, type TEXT,
+      created_at INTEGER NOT NULL, depth INTEGER NOT NULL, jump_id TEXT, jump_depth INTEGER NOT NULL DEFAULT 0,
+      data TEXT NOT NULL);
+    CREATE UNIQUE INDEX m_id ON m (id);
+    CREATE INDEX m_thread ON m (thread_id);`,
+};
+
+/**
+ * What the rowid layout costs rows of ordinary size, in SQL alone: both layouts in one
+ * process, interleaved run by run (the old layout is the baseline).
+ */
+async function layoutCost(dir: string, log: (line: string) => void): Promise<Comparison[]> {
+  const open = (name: string, ddl: string) => {
+    const db = new Database(join(dir, `layout-${name}.db`));
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    db.exec(ddl);
+    return db;
+  };
+  const dbs = { old: open('old', LAYOUTS['WITHOUT ROWID']), now: open('now', LAYOUTS.rowid) };
+  const data = JSON.stringify({
+    text: 'message: the quick brown fox jumps over the lazy dog',
+    i: 1,
+  });
+  let n = 0;
+  const rowsOf = () => {
+    const threadId = newId();
+    let parent: string | null = null;
+    return Array.from({ length: 2_000 }, (_, depth) => {
+      const id = newId();
+      const row = { id, threadId, parent, depth };
+      parent = id;
+      n++;
+      return row;
+    });
+  };
+  type Rows = ReturnType<typeof rowsOf>;
+  const insert = (db: Database.Database, rows: Rows) => {
+    const s = db.prepare(
+      `INSERT INTO m (id, thread_id, parent_id, role, type, data, created_at, depth) VALUES (?, ?, ?, 'user', NULL, ?, 1, ?)`,
+    );
+    for (let i = 0; i < rows.length; i += 100)
+      db.transaction(() => {
+        for (const r of rows.slice(i, i + 100)) s.run(r.id, r.threadId, r.parent, data, r.depth);
+      })();
+  };
+  const chainSql = `WITH RECURSIVE c (id, parent_id, data) AS (
+      SELECT id, parent_id, data FROM m WHERE id = ?
+      UNION ALL SELECT m.id, m.parent_id, m.data FROM c JOIN m ON m.id = c.parent_id)
+    SELECT * FROM c`;
+  const sides = (work: (db: Database.Database, rows: Rows) => unknown, fresh: boolean) => {
+    const last = { old: rowsOf(), now: [] as Rows };
+    insert(dbs.old, last.old);
+    last.now = last.old;
+    insert(dbs.now, last.now);
+    const side = (k: 'old' | 'now'): Case => {
+      let rows: Rows = last[k];
+      return {
+        name: k === 'old' ? 'WITHOUT ROWID (schema 4)' : 'rowid table + unique index (schema 5)',
+        before: () => {
+          if (fresh) rows = rowsOf();
+        },
+        run: () => work(dbs[k], rows),
+      };
+    };
+    return { baseline: side('old'), subject: side('now') };
+  };
+  const rows: Comparison[] = [];
+  log('layout cost: appends, chain reads, lookups by id');
+  rows.push(
+    await compare({
+      name: 'layout alone: append 2,000 messages in transactions of 100 (SQL)',
+      ...sides(insert, true),
+      warmup: 1,
+      runs: 11,
+    }),
+    await compare({
+      name: 'layout alone: read a 2,000-message chain by recursive CTE, 5 x (SQL)',
+      ...sides((db, r) => {
+        const q = db.prepare(chainSql);
+        for (let i = 0; i < 5; i++) q.all(r[r.length - 1]!.id);
+      }, false),
+      warmup: 1,
+      runs: 11,
+    }),
+    await compare({
+      name: 'layout alone: 2,000 lookups of a message by id (SQL)',
+      ...sides((db, r) => {
+        const q = db.prepare('SELECT id, data FROM m WHERE id = ?');
+        for (let i = 0; i < r.length; i++) q.get(r[(i * 7) % r.length]!.id);
+      }, false),
+      warmup: 1,
+      runs: 11,
+    }),
+  );
+  dbs.old.close();
+  dbs.now.close();
+  log(`  (${n.toLocaleString('en')} rows written)`);
+  return rows;
+}
+
 const suite: Suite = {
   id: 'large-message',
   title: 'One large message: does it slow later writes? (SQLite file, Postgres)',
   async run(log) {
     const dir = mkdtempSync(join(tmpdir(), 'cairn-bench-large-'));
     const rows: Comparison[] = [];
+    const layout: Comparison[] = [];
     const notes: string[] = [];
     try {
+      layout.push(...(await layoutCost(dir, log)));
       const files = new Map<Store, { path: string; db: Database.Database }>();
       rows.push(
         ...(await rowsFor(
@@ -218,6 +327,12 @@ const suite: Suite = {
             `- ${r.name}: no large message ${range(r.baseline.samples)}; after it ${range(r.subject.samples)}`,
         ),
         ...notes.map((n) => `\n${n}`),
+        '',
+        'What the rowid layout (schema 5) costs messages of ordinary size, in SQL alone: both layouts in one process,',
+        'interleaved, the old one as the baseline (the price of one more b-tree search: the id in its index, then the',
+        'row by rowid):',
+        '',
+        comparisonTable(layout),
       ].join('\n'),
     };
   },
