@@ -58,3 +58,28 @@ export async function wireCounts(
   }
   return { roundTrips: n, queries };
 }
+
+/** Counts of queries by the pattern they were asked for, kept by `queryCounter`. */
+const counted: { pattern: RegExp; n: number }[] = [];
+let countingInstalled = false;
+
+/**
+ * The number of queries this process's pg clients have sent whose text matches `pattern`
+ * since this call (a reader; the patch on pg's `Client.query` stays for the process).
+ */
+export function queryCounter(pattern: RegExp): () => number {
+  if (!countingInstalled) {
+    countingInstalled = true;
+    const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+    const original = proto.query;
+    proto.query = function (this: unknown, ...args: unknown[]) {
+      const q = args[0];
+      const text = typeof q === 'string' ? q : (q as { text?: unknown } | null)?.text;
+      if (typeof text === 'string') for (const c of counted) if (c.pattern.test(text)) c.n++;
+      return original.apply(this, args);
+    };
+  }
+  const c = { pattern, n: 0 };
+  counted.push(c);
+  return () => c.n;
+}

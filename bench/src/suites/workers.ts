@@ -41,6 +41,9 @@ const MODES: { mode: Mode; label: string }[] = [
   { mode: 'cairn-saver', label: 'LangGraph, CairnSaver (Cairn Postgres)' },
 ];
 
+/** The Cairn engine at 8 workers with the lease polled, as before issue 25 (same run). */
+const POLLED = 'Cairn thread engine, lease polled (before issue 25)';
+
 interface Row {
   label: string;
   workers: number;
@@ -51,6 +54,8 @@ interface Row {
   p50: number;
   p99: number;
   leaseWaits: number;
+  leaseRetries: number;
+  poll: boolean;
   lostUpdates: number;
   lostMessages: number;
 }
@@ -114,7 +119,7 @@ async function tripsPerTurn(c: Omit<Config, 'worker' | 'own'>): Promise<number> 
   }
 }
 
-async function scenario(mode: Mode, label: string, workers: number): Promise<Row> {
+async function scenario(mode: Mode, label: string, workers: number, poll = false): Promise<Row> {
   const stamp = newId().replaceAll('-', '').slice(-10);
   const c: Omit<Config, 'worker' | 'own'> = {
     mode,
@@ -123,6 +128,7 @@ async function scenario(mode: Mode, label: string, workers: number): Promise<Row
     saverSchema: `bench_workers_lg_${stamp}`,
     shared: Array.from({ length: SHARED }, () => newId()),
     turns: TURNS,
+    poll,
   };
   // Migrations (and PostgresSaver's setup) once, before the workers start.
   const store = await createPostgresStore({ connectionString: c.url }, { schema: c.schema });
@@ -167,6 +173,8 @@ async function scenario(mode: Mode, label: string, workers: number): Promise<Row
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),
       leaseWaits: results.reduce((a, r) => a + r.leaseWaits, 0),
+      leaseRetries: results.reduce((a, r) => a + r.leaseRetries, 0),
+      poll,
       lostUpdates,
       lostMessages,
     };
@@ -289,6 +297,7 @@ function analysis(rows: Row[], a: Alone): string {
   const cairn = MODES[0]!.label;
   const c1 = at(cairn, 1);
   const c8 = at(cairn, 8);
+  const p8 = at(POLLED, 8);
   const [pg1, pg8, cs1, cs8] = [
     at(MODES[1]!.label, 1),
     at(MODES[1]!.label, 8),
@@ -320,8 +329,16 @@ function analysis(rows: Row[], a: Alone): string {
   transactions share a WAL flush (group commit), so fsync is not what stops the scaling here; CPU
   is.
 - **Hot threads: the run lease, not row locks.** A thread takes one turn at a time: on the
-  shared threads workers queue on its run lease (${c8.leaseWaits} lease waits at 8 workers, each
-  a 1–4 ms sleep and one more round trip). Branch row locks only come into play for writers that
+  shared threads workers queue on its run lease (${c8.leaseWaits} of ${c8.turns} turns waited at 8
+  workers). A waiting turn sleeps until the release's notice (LISTEN/NOTIFY) wakes it and then
+  tries again: no polled attempts. A release wakes the waiters of every process and one
+  wins, so the others try again for nothing (${c8.leaseRetries} attempts after a wake-up at 8
+  workers). Polled as before issue 25 (a 1–4 ms sleep and another attempt), right after in
+  this run: ${p8.leaseWaits} turns waited with ${p8.leaseRetries} polled attempts, p99 ${f(p8.p99)} ms against
+  ${f(c8.p99)} ms awaited (${c8.p99 < p8.p99 ? 'lower' : '**not lower**'}), ${f(p8.turnsPerSecond)} turns/s against ${f(c8.turnsPerSecond)}. The report of
+  2026-11-27 had 573 lease waits (each polled) and a p99 of 232 ms at 8 workers; this run's
+  ${f(c8.p99)} ms is ${c8.p99 < 232 ? 'lower' : '**not lower**'} (a figure from another run, on a machine shared with other work:
+  the comparison in this run is the one that counts). Branch row locks only come into play for writers that
   hold no lease; the engine then queues on \`lockBranch\` instead of retrying (issue 17's
   16-process test). ${
     lost === 0
@@ -382,15 +399,26 @@ const suite: Suite = {
           `${label} x${workers}: ${row.turnsPerSecond.toFixed(0)} turns/s, p50 ${ms(row.p50)} ms, p99 ${ms(row.p99)} ms, lost ${row.lostUpdates}/${row.lostMessages}`,
         );
         rows.push(row);
+        if (mode === 'cairn' && workers === workersMax) {
+          // The same, right after, as before issue 25: held leases polled every 1–4 ms.
+          const polled = await scenario(mode, POLLED, workers, true);
+          log(
+            `${POLLED} x${workers}: ${polled.turnsPerSecond.toFixed(0)} turns/s, p50 ${ms(polled.p50)} ms, p99 ${ms(polled.p99)} ms, ${polled.leaseRetries} polled attempts`,
+          );
+          rows.push(polled);
+        }
       }
     }
-    const one = (label: string) => rows.find((r) => r.label === label && r.workers === 1)!;
+    const one = (label: string) =>
+      rows.find(
+        (r) => r.label === (label === POLLED ? MODES[0]!.label : label) && r.workers === 1,
+      )!;
     const table = [
-      '| subject | worker processes | round trips a turn | turns | turns/s | x of 1 process | p50 turn ms | p99 turn ms | lease waits | lost updates | lost messages |',
-      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      '| subject | worker processes | round trips a turn | turns | turns/s | x of 1 process | p50 turn ms | p99 turn ms | lease waits | lease attempts after a wake-up | polled lease attempts | lost updates | lost messages |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
       ...rows.map(
         (r) =>
-          `| ${r.label} | ${r.workers} | ${r.trips ?? ''} | ${r.turns} | ${r.turnsPerSecond.toFixed(0)} | ${(r.turnsPerSecond / one(r.label).turnsPerSecond).toFixed(2)}x | ${ms(r.p50)} | ${ms(r.p99)} | ${r.leaseWaits} | ${r.lostUpdates} | ${r.lostMessages} |`,
+          `| ${r.label} | ${r.workers} | ${r.trips ?? ''} | ${r.turns} | ${r.turnsPerSecond.toFixed(0)} | ${(r.turnsPerSecond / one(r.label).turnsPerSecond).toFixed(2)}x | ${ms(r.p50)} | ${ms(r.p99)} | ${r.leaseWaits} | ${r.poll ? 0 : r.leaseRetries} | ${r.poll ? r.leaseRetries : 0} | ${r.lostUpdates} | ${r.lostMessages} |`,
       ),
     ].join('\n');
     return {
@@ -398,12 +426,18 @@ const suite: Suite = {
         `Each worker process runs ${TURNS} turns, one after another (after 5 untimed warm-up turns, as`,
         'the processes start one by one): turns 1–3 of every 4 on one of its',
         `${OWN} own threads, every 4th on one of ${SHARED} threads all workers share. A turn holds the`,
-        'thread\'s run lease (a worker finding it held waits 1–4 ms and tries again: "lease waits"),',
-        'saves a user message, makes two state updates and saves a reply. Cairn: `acquireRun`,',
-        '`save`, `update` x2, `save`, `release` on `@cairn/thread` (2 pooled connections per process).',
+        "thread's run lease (a worker finding it held waits for it: `waitMs`, woken by the release's",
+        'change notification; "lease waits": turns that found it held, "attempts after a wake-up":',
+        'lease row locks (`SELECT … FOR UPDATE`) beyond the first of each turn, counted in the worker.',
+        'No timer runs out in the bench (a lease lives 30 s, a wait may last 60 s), so every such',
+        'attempt follows a release notice: "polled lease attempts" are 0. The row "lease polled" runs',
+        'the 8 Cairn workers again right after, taking a held lease as before issue 25: sleep 1–4 ms,',
+        'ask again, each attempt counted as polled), saves a user message, makes two state updates and saves a',
+        'reply. Cairn: `acquireRun({ waitMs })`, `save`, `update` x2, `save`, `release` on',
+        '`@cairn/thread` (2 pooled connections per process).',
         'LangGraph: `graph.invoke` of one user message through nodes `count` (+1 on a counter),',
         '`note` and `agent` (the reply) — four checkpoints — on PostgresSaver or CairnSaver, under the',
-        'same lease taken with `store.acquireLease` on a Cairn store. Turns/s: all turns over the',
+        'same lease taken with `store.acquireLease({ waitMs })` on a Cairn store. Turns/s: all turns over the',
         "slowest worker's time; latencies over all turns. Lost: every thread read back at the end",
         '(a fresh store: messages on its chain, state commits or the counter) against the turns the',
         'workers completed on it. Postgres 15 on the same 2 cores as the workers; load average at',
