@@ -94,8 +94,10 @@ export interface StateMigration {
   migrate(state: Record<string, any>): Record<string, any>;
   /**
    * The schema of version `from` (its `defineState`): its defaults start a branch written
-   * under that version and its reducers fold that version's stored updates. Without it, each
-   * stored update replaces the fields it names, from an empty state.
+   * under that version and its reducers fold that version's stored updates. Without it, a
+   * stored update of that version folds each field it names through the reducer of the
+   * same-named field of the newest schema (unvalidated), or replaces a field that schema
+   * lacks, from an empty state. Give it when a reducer or a default changed.
    */
   readonly schema?: StateSchema<any>;
 }
@@ -284,7 +286,9 @@ export function migrateState<S extends StateSchema<any>>(
       { details: { found: from, supported: schema.version } },
     );
   }
-  if (from === schema.version) return state as ThreadStateOf<S>;
+  // A schema of version Infinity (a viewer's, built by hand) reads every version as stored.
+  if (from === schema.version || schema.version === Number.POSITIVE_INFINITY)
+    return state as ThreadStateOf<S>;
   const steps = schema.migrations.slice(schema.migrations.length - (schema.version - from));
   if (steps.length !== schema.version - from) {
     throw new CairnError(

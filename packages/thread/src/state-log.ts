@@ -3,6 +3,7 @@ import {
   type Branch,
   CairnError,
   checkKeys,
+  type Fields,
   invalidArgument,
   type JsonObject,
   keysOf,
@@ -133,7 +134,9 @@ function refuseNewer(schema: StateSchema<any>, v: number, c: StateCommit): void 
 
 /**
  * Applies one stored update written under schema version `v`: through that version's
- * reducers when the schema is known, else replacing the fields it names.
+ * reducers when its schema is known (the running one, or a migration's `schema`); else each
+ * field through the running schema's reducer of that name (unvalidated), or replacing it
+ * when the running schema has no such field.
  */
 function foldUpdate(
   schema: StateSchema<any>,
@@ -144,7 +147,23 @@ function foldUpdate(
   const at = schemaOf(schema, v);
   if (at) return applyUpdate(at, state, update, { scope: 'thread' }).state as JsonObject;
   const next = { ...state };
-  for (const [k, value] of Object.entries(update)) if (value !== undefined) next[k] = value;
+  for (const [name, value] of Object.entries(update)) {
+    if (value === undefined) continue;
+    const def = Object.hasOwn(schema.fields, name) ? (schema.fields as Fields)[name] : undefined;
+    if (!def || def.scope !== 'thread') {
+      next[name] = value;
+      continue;
+    }
+    try {
+      next[name] = def.reducer(Object.hasOwn(state, name) ? state[name] : undefined, value);
+    } catch (e) {
+      throw new CairnError(
+        'INVALID_UPDATE',
+        `a stored update of state schema version ${v} to field "${name}" does not fold with the reducer of version ${schema.version}; give the migration from version ${v} its schema`,
+        { cause: e, details: { field: name, found: v } },
+      );
+    }
+  }
   return next;
 }
 
