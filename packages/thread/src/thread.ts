@@ -1026,8 +1026,7 @@ export class CairnThread<S extends StateSchema<any>> {
       async () => {
         const loaded = await readBranchState(this.#store, this.#schema, b.id, this.#initial());
         if (loaded) return loaded;
-        if (b.parentBranchId === null)
-          return initialLoaded(this.#initial(), this.#schema.version);
+        if (b.parentBranchId === null) return initialLoaded(this.#initial(), this.#schema.version);
         const fork =
           b.forkMessageId === null ? null : await this.#store.getMessage(b.forkMessageId);
         const parent = await this.#store.getBranchById(b.parentBranchId);
