@@ -313,7 +313,7 @@ export function migrateState<S extends StateSchema<any>>(
     const value = current[name];
     if (value === undefined) continue;
     const def = Object.hasOwn(schema.fields, name) ? (schema.fields as Fields)[name] : undefined;
-    if (!def || def.scope !== 'thread') {
+    if (def?.scope !== 'thread') {
       throw new CairnError(
         'INVALID_UPDATE',
         `the migrations to version ${schema.version} returned "${name}", which is not a thread field of that version`,

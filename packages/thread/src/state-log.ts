@@ -11,10 +11,8 @@ import {
   migrateState,
   SCHEMA_VERSION_KEY,
   type StateCommit,
-  type StateOf,
   type StateSchema,
   type ThreadStateOf,
-  type UpdateOf,
 } from '@cairn/core';
 import type { Store } from '@cairn/store';
 
@@ -150,7 +148,7 @@ function foldUpdate(
   for (const [name, value] of Object.entries(update)) {
     if (value === undefined) continue;
     const def = Object.hasOwn(schema.fields, name) ? (schema.fields as Fields)[name] : undefined;
-    if (!def || def.scope !== 'thread') {
+    if (def?.scope !== 'thread') {
       next[name] = value;
       continue;
     }

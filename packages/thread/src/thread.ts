@@ -42,10 +42,10 @@ import {
   type ResolvedSnapshotPolicy,
   readBranchState,
   readLineageState,
-  snapshotOf,
   replay,
   resolveSnapshotPolicy,
   type SnapshotPolicy,
+  snapshotOf,
   wantsSnapshot,
 } from './state-log.js';
 import { ThreadTurn } from './turn.js';
