@@ -631,10 +631,14 @@ export class CairnThread<S extends StateSchema<any>> {
           },
         );
       }
+      // Its state is read first: a state this engine cannot read (SCHEMA_TOO_NEW) leaves
+      // the active branch as it was.
+      const loaded = await this.#loadBranch(b);
       const active = await this.#write(() => this.#store.setActiveBranch(b.id));
-      const loaded = await this.#loadBranch(active);
       this.#branch = active;
       this.#loaded = loaded;
+      // Commits made meanwhile were announced for a branch this engine was not on yet.
+      await this.#catchUp();
       this.#pending = [];
       this.#emit({
         kind: 'branch',

@@ -179,6 +179,22 @@ export function describeSchemaVersions(getStore: () => Store, storedThreads: num
       await Promise.all([old.close(), t.close(), again.close()]);
     });
 
+    it('a v1 engine cannot switch to a branch a v2 engine wrote: the active branch stays', async () => {
+      const store = getStore();
+      const w = await writeV1(3);
+      const old = await openThread(store, { schema: V1, threadId: w.id });
+      const t = await openThread(store, { schema: V2, threadId: w.id });
+      await t.btw(); // main-v2, at the head, not switched to
+      await t.switchBranch('main-v2');
+      await t.update({ title: 'renamed' });
+      await t.switchBranch('main');
+      expect(await codeOf(old.switchBranch('main-v2'))).toBe('SCHEMA_TOO_NEW');
+      expect((await store.getActiveBranch(w.id))?.name).toBe('main');
+      expect(old.branchName).toBe('main');
+      expect(old.state).toEqual({ name: 'thread 3', tags: ['a', 'b'], score: 4 });
+      await Promise.all([old.close(), t.close()]);
+    });
+
     it('a new thread of a v2 schema records version 2 from its first commit', async () => {
       const store = getStore();
       const t = await openThread(store, { schema: V2 });
