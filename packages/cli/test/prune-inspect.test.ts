@@ -15,33 +15,58 @@ describe.each(kinds)('prune and inspect on %s', (kind) => {
     const store = await db.open();
     recent = await seed(store, 'recent');
     const old = Date.now() - 100 * DAY;
-    // A thread last touched 100 days ago, as a restore of an old backup writes it.
-    await store.restoreThread({
-      thread: {
-        id: 'old-thread',
-        resourceId: null,
-        title: 'old',
-        metadata: {},
-        createdAt: old,
-        updatedAt: old,
-      },
-      messages: [
-        {
-          id: 'old-message',
-          threadId: 'old-thread',
-          parentId: null,
-          role: 'user',
-          type: null,
-          data: 'hi',
+    // Threads last touched 100 days ago, as a restore of an old backup writes them.
+    const restoreOld = (id: string) =>
+      store.restoreThread({
+        thread: {
+          id,
+          resourceId: null,
+          title: 'old',
+          metadata: {},
           createdAt: old,
-          depth: 0,
+          updatedAt: old,
         },
-      ],
-      branches: [],
-      checkpoints: [],
-      stateCommits: [],
-      turns: [],
-    });
+        messages: [
+          {
+            id: `${id}-message`,
+            threadId: id,
+            parentId: null,
+            role: 'user',
+            type: null,
+            data: 'hi',
+            createdAt: old,
+            depth: 0,
+          },
+        ],
+        branches: [
+          {
+            id: `${id}-main`,
+            threadId: id,
+            name: 'main',
+            headMessageId: `${id}-message`,
+            isActive: true,
+            createdAt: old,
+            forkMessageId: `${id}-message`,
+            parentBranchId: null,
+          },
+        ],
+        checkpoints: [],
+        stateCommits: [],
+        turns: [],
+      });
+    await restoreOld('old-thread');
+    // Old threads in use now: a state commit, a live run.
+    await restoreOld('committed-thread');
+    await store.appendStateCommit(
+      {
+        branchId: 'committed-thread-main',
+        messageId: 'committed-thread-message',
+        update: { a: 1 },
+      },
+      0,
+    );
+    await restoreOld('running-thread');
+    await store.acquireLease({ key: 'run:running-thread', owner: 'worker', ttlMs: 3_600_000 });
     const turn = (id: string, status: 'finished' | 'running', startedAt: number) =>
       store.putTurn({
         id,
@@ -72,7 +97,9 @@ describe.each(kinds)('prune and inspect on %s', (kind) => {
     const real = await cairn(args);
     expect([real.code, real.stdout]).toEqual([0, 'deleted 1 turns and 1 threads\n']);
     const threads = JSON.parse((await cairn(['threads', db.arg, '--json'])).stdout);
-    expect(threads.map((t: { id: string }) => t.id)).toEqual([recent.thread.id]);
+    expect(threads.map((t: { id: string }) => t.id).sort()).toEqual(
+      [recent.thread.id, 'committed-thread', 'running-thread'].sort(),
+    );
     const dump = (await cairn(['export', db.arg])).stdout;
     expect(dump).not.toContain('old-finished');
     expect(dump).toContain('old-running');

@@ -18,11 +18,13 @@ import {
 import {
   contentHash,
   cosineSimilarity,
+  MAX_MEMORY_TEXT_LENGTH,
   type MemoryFilter,
   type MemoryHit,
   type NewMemory,
   type Store,
 } from '@cairn/store';
+import { checkId, checkMemoryPatch, normalizeNewMemories } from '@cairn/store/adapter';
 import { type ChunkOptions, checkChunkOptions, chunkText } from './chunk-text.js';
 import { checkEmbedder, type Embedder, embedChecked } from './embedder.js';
 import { hashingEmbedder } from './hashing-embedder.js';
@@ -88,7 +90,10 @@ export interface DocumentInput {
 export interface IngestOptions extends ChunkOptions, RememberManyOptions {}
 
 export interface IngestedDocument {
-  /** The whole text, type `document`, without an embedding. */
+  /**
+   * Type `document`, without an embedding: the whole text (its first
+   * `MAX_MEMORY_TEXT_LENGTH` characters when longer; `metadata.textLength` is the whole).
+   */
   document: Memory;
   /** The chunks, type `fragment`, embedded, `metadata.documentId` = the document's id. */
   fragments: Memory[];
@@ -232,6 +237,20 @@ const OPTIONS_ELSEWHERE = Object.fromEntries(
   ]),
 );
 
+/**
+ * The longest document `ingestDocument` takes, in characters (UTF-16 code units, as
+ * `text.length` counts): ten million, some 5,000 pages, about 11,000 fragments at the
+ * default chunk size, stored in one atomic write.
+ */
+export const MAX_DOCUMENT_LENGTH = 10_000_000;
+
+/** The first `max` characters of `text`, not cutting a surrogate pair in two. */
+function beginning(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
+}
+
 /** Where a new memory goes and who may see it. */
 type Placed = Pick<Memory, 'type' | 'agentId' | 'entityId' | 'roomId' | 'worldId' | 'scope'>;
 
@@ -299,6 +318,22 @@ function chunks<T>(items: T[], size: number): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
+}
+
+/**
+ * The store's own checks of new memories (text length and characters, ids, metadata as
+ * JSON), run before anything is embedded: input the store would refuse costs no embedder
+ * call and fails with the error the store gives. Ids are checked one by one: the same id
+ * may come twice with the same text, which is stored once.
+ */
+function checkAsStored(memories: Draft['memory'][]): void {
+  normalizeNewMemories(
+    memories.map(({ id: _, ...m }) => m),
+    0,
+  );
+  memories.forEach((m, i) => {
+    if (m.id !== undefined) checkId(m.id, `memories[${i}].id`);
+  });
 }
 
 interface Draft {
@@ -411,6 +446,7 @@ export class AgentMemory {
       };
       return { memory, sameAs: -1, embed: true };
     });
+    checkAsStored(drafts.map((d) => d.memory));
     return this.#lock.run(() => this.#write(drafts, options));
   }
 
@@ -418,9 +454,12 @@ export class AgentMemory {
    * Stores a document and its fragments: the text is cut into chunks (`chunkSize`
    * characters, `overlap` repeated), each stored as a `fragment` memory with
    * `metadata.documentId` and `metadata.position`, embedded in batches; the document
-   * itself is stored whole, without an embedding (long texts exceed many models' input),
-   * with `metadata.fragmentIds`. All in one atomic write. Ingesting the same text again in
-   * the same place returns what is stored (`existing: true`) unless `allowDuplicate`.
+   * itself is stored without an embedding (long texts exceed many models' input), with
+   * `metadata.fragmentIds` and `metadata.textLength`, holding the whole text up to
+   * `MAX_MEMORY_TEXT_LENGTH` characters and its beginning beyond (the fragments hold it
+   * all). Documents up to `MAX_DOCUMENT_LENGTH` characters. All in one atomic write.
+   * Ingesting the same text again in the same place returns what is stored
+   * (`existing: true`) unless `allowDuplicate`.
    *
    * @example
    * ```ts
@@ -457,9 +496,19 @@ export class AgentMemory {
       keysOf<IngestOptions>()(['chunkSize', 'overlap', ...REMEMBER_MANY_KEYS]),
     );
     const text = checkText(input.text, 'document.text');
+    if (text.length > MAX_DOCUMENT_LENGTH)
+      throw invalid(
+        `document.text must be at most ${MAX_DOCUMENT_LENGTH} characters, got ${text.length}`,
+        { field: 'document.text' },
+      );
     if (input.title !== undefined && typeof input.title !== 'string')
       throw invalid('document.title must be a string');
     const chunkOptions = checkChunkOptions(options);
+    if (chunkOptions.chunkSize > MAX_MEMORY_TEXT_LENGTH)
+      throw invalid(
+        `chunkSize must be at most ${MAX_MEMORY_TEXT_LENGTH} (a fragment is a memory), got ${chunkOptions.chunkSize}`,
+        { field: 'chunkSize' },
+      );
     const placed = place(input, this.agentId, 'document', 'document');
     const pieces = chunkText(text, chunkOptions);
     const documentId = newId();
@@ -470,11 +519,14 @@ export class AgentMemory {
       memory: {
         ...placed,
         id: documentId,
-        content: { text, ...title },
+        // A memory's text has a limit; the document's is its fragments' (the whole text,
+        // in parts). The record keeps as much as fits, and is found by the whole text's hash.
+        content: { text: beginning(text, MAX_MEMORY_TEXT_LENGTH), ...title },
         contentHash: contentHash(text),
         metadata: {
           ...input.metadata,
           ...title,
+          textLength: text.length,
           fragmentIds,
           chunkSize: chunkOptions.chunkSize,
           overlap: chunkOptions.overlap,
@@ -499,6 +551,7 @@ export class AgentMemory {
         embed: true,
       }),
     );
+    checkAsStored([document, ...fragments].map((d) => d.memory));
     return this.#lock.run(async () => {
       if (!options.allowDuplicate) {
         const existing = (await this.#findExisting([document.memory])).get(
@@ -754,6 +807,11 @@ export class AgentMemory {
     ) {
       throw invalid('metadata must be an object');
     }
+    // The store's checks, before the embedder sees the text.
+    checkMemoryPatch({
+      ...(text === undefined ? {} : { content: { text } }),
+      ...(input.metadata === undefined ? {} : { metadata: input.metadata }),
+    });
     return this.#lock.run(async () => {
       const current = await this.#store.getMemory(id);
       if (!current)

@@ -30,12 +30,14 @@ export function checkChunkOptions(options: ChunkOptions = {}): {
 }
 
 const isSpace = (c: string | undefined) => c === undefined || /\s/.test(c);
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff;
 
 /**
  * Splits text into chunks of at most `chunkSize` characters, each starting up to
  * `overlap` characters before the previous one ended. Cuts fall after a sentence end or
  * on whitespace when one lies in the second half of the window, so words are not split
- * unless a single word is longer than the chunk. Blank chunks are dropped.
+ * unless a single word is longer than the chunk (and then never inside a surrogate pair).
+ * Blank chunks are dropped.
  *
  * @example
  * ```ts
@@ -72,6 +74,8 @@ export function chunkText(text: string, options: ChunkOptions = {}): string[] {
         }
       }
       if (cut > 0) end = start + cut;
+      // A word longer than the chunk is cut, but not between the halves of a surrogate pair.
+      else if (isHighSurrogate(text.charCodeAt(end - 1)) && end - 1 > start) end--;
     }
     const chunk = text.slice(start, end).trim();
     if (chunk) chunks.push(chunk);

@@ -5,6 +5,7 @@ export {
   type DocumentInput,
   type IngestedDocument,
   type IngestOptions,
+  MAX_DOCUMENT_LENGTH,
   type Progress,
   type RecallHit,
   type RecallMode,

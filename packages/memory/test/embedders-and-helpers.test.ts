@@ -124,6 +124,16 @@ describe('chunkText', () => {
       'a'.repeat(5),
     ]);
   });
+
+  it('cuts a word longer than the chunk, but never between the halves of a surrogate pair', () => {
+    const word = '😀'.repeat(20); // 40 UTF-16 code units, no whitespace
+    const chunks = chunkText(word, { chunkSize: 7, overlap: 0 });
+    expect(chunks.join('')).toBe(word);
+    for (const c of chunks) {
+      expect(c.length).toBeLessThanOrEqual(7);
+      expect((c as string & { isWellFormed(): boolean }).isWellFormed()).toBe(true);
+    }
+  });
 });
 
 describe('reciprocalRankFusion', () => {

@@ -10,12 +10,13 @@ import {
   type MemoryScope,
   type Viewer,
 } from '@cairn/core';
-import { contentHash, type Store } from '@cairn/store';
+import { contentHash, MAX_MEMORY_TEXT_LENGTH, type Store } from '@cairn/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   chunkText,
   createMemory,
   hashingEmbedder,
+  MAX_DOCUMENT_LENGTH,
   type RecallMode,
   type RememberInput,
 } from '../src/index.js';
@@ -328,6 +329,61 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
       // Forgetting the document forgets its fragments.
       expect(await memory.forget(document.id)).toBe(true);
       expect(await store.countMemories()).toBe(0);
+    });
+
+    it('ingests a document longer than a memory’s text as fragments, each within the limit', async () => {
+      const store = await newStore();
+      const embedder = countingEmbedder();
+      const memory = createMemory({ store, agentId: 'a', embedder });
+      const words = Array.from({ length: 1000 }, (_, i) => `word${i}`);
+      let text = '';
+      for (let i = 0; text.length < 1_000_000; i++)
+        text += `${words[(i * 7) % 1000]}${i % 12 === 11 ? '.' : ''} `;
+      text = text.slice(0, 1_000_000).trimEnd();
+      const { document, fragments } = await memory.ingestDocument(
+        { text, title: 'Big' },
+        { chunkSize: 50_000, overlap: 0 },
+      );
+      expect(fragments.length).toBeGreaterThanOrEqual(20);
+      for (const f of fragments) expect(f.content.text.length).toBeLessThanOrEqual(50_000);
+      // The whole text is in the fragments; the record keeps what fits of it, and its length.
+      expect(fragments.map((f) => f.content.text).join(' ')).toBe(text);
+      expect(document.content).toEqual({
+        text: text.slice(0, MAX_MEMORY_TEXT_LENGTH),
+        title: 'Big',
+      });
+      expect(document.metadata.textLength).toBe(text.length);
+      expect(document.contentHash).toBe(contentHash(text));
+      expect(await store.countMemories()).toBe(fragments.length + 1);
+      // Found again by the whole text, not re-embedded.
+      const calls = embedder.calls.length;
+      const again = await memory.ingestDocument(
+        { text, title: 'Big' },
+        { chunkSize: 50_000, overlap: 0 },
+      );
+      expect(again.existing).toBe(true);
+      expect(again.document.id).toBe(document.id);
+      expect(embedder.calls.length).toBe(calls);
+      // Limits: a document of more than MAX_DOCUMENT_LENGTH, and fragments longer than a
+      // memory's text, are refused before anything is embedded or written.
+      await expect(
+        memory.ingestDocument({ text: 'x '.repeat(MAX_DOCUMENT_LENGTH / 2 + 1) }),
+      ).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: `document.text must be at most ${MAX_DOCUMENT_LENGTH} characters, got ${MAX_DOCUMENT_LENGTH + 2}`,
+      });
+      await expect(
+        memory.ingestDocument({ text: 'other' }, { chunkSize: MAX_MEMORY_TEXT_LENGTH + 1 }),
+      ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { field: 'chunkSize' } });
+      expect(embedder.calls.length).toBe(calls);
+      expect(await store.countMemories()).toBe(fragments.length + 1);
+      // A cut never leaves half a surrogate pair.
+      const emoji = `${'y'.repeat(MAX_MEMORY_TEXT_LENGTH - 1)}😀 and more`;
+      const { document: withEmoji } = await memory.ingestDocument(
+        { text: emoji },
+        { chunkSize: 1000, overlap: 0 },
+      );
+      expect(withEmoji.content.text).toBe('y'.repeat(MAX_MEMORY_TEXT_LENGTH - 1));
     });
 
     it('fails with EMBEDDER_FAILED (cause attached) and writes nothing when the embedder fails', async () => {

@@ -1,4 +1,4 @@
-import { createMemoryStore } from '@cairn/store';
+import { createMemoryStore, MAX_MEMORY_TEXT_LENGTH } from '@cairn/store';
 import { describe, expect, it } from 'vitest';
 import {
   chunkText,
@@ -67,6 +67,60 @@ describe('options: an unknown or misplaced key is INVALID_ARGUMENT naming it', (
     );
     expect(embedder.calls).toEqual([]);
     expect(await store.countMemories()).toBe(0);
+  });
+
+  it('input the store would refuse fails before the embedder is called, with the store’s error', async () => {
+    const store = createMemoryStore();
+    const embedder = countingEmbedder();
+    const memory = createMemory({ store, embedder, agentId: 'a' });
+    const stored = await memory.remember({ text: 'kept' });
+    const before = embedder.texts();
+    /** What the store itself says to the same memory. */
+    const storeSays = async (m: Record<string, unknown>) => {
+      try {
+        await store.addMemories([{ agentId: 'a', ...m } as never]);
+      } catch (e) {
+        return expect.objectContaining({
+          code: (e as { code: string }).code,
+          message: (e as Error).message,
+        });
+      }
+      throw new Error('the store took it');
+    };
+    const bad: Array<[string, Record<string, unknown>]> = [
+      ['text too long', { text: 'x'.repeat(MAX_MEMORY_TEXT_LENGTH + 1) }],
+      ['NUL in the text', { text: 'a\u0000b' }],
+      ['lone surrogate in the text', { text: 'cut \ud83d' }],
+      ['500-character roomId', { text: 'x', roomId: 'r'.repeat(500) }],
+      ['Date in metadata', { text: 'x', metadata: { when: new Date(0) } }],
+      ['500-character id', { text: 'x', id: 'i'.repeat(500) }],
+      ['createdAt not a number', { text: 'x', createdAt: 'today' }],
+    ];
+    for (const [what, { text, ...rest }] of bad) {
+      const expected = await storeSays({ content: { text }, ...rest });
+      await expect(memory.remember({ text, ...rest } as never), what).rejects.toEqual(expected);
+      // In a batch, the item is named by its position in the caller's list.
+      await expect(
+        memory.rememberMany([{ text: 'fine' }, { text, ...rest } as never]),
+        what,
+      ).rejects.toEqual(
+        expect.objectContaining({
+          code: 'INVALID_ARGUMENT',
+          message: expect.stringMatching(/^memories\[1\]/),
+        }),
+      );
+    }
+    await expect(
+      memory.ingestDocument({ text: 'a document', metadata: { when: new Date(0) } as never }),
+    ).rejects.toEqual(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    await expect(memory.update(stored.id, { text: 'a\u0000b' })).rejects.toEqual(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
+    await expect(
+      memory.update(stored.id, { text: 'x'.repeat(MAX_MEMORY_TEXT_LENGTH + 1) }),
+    ).rejects.toEqual(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(embedder.texts()).toBe(before);
+    expect(await store.countMemories()).toBe(1);
   });
 
   it('recall, recent and update name a misspelled key, the viewer’s included', async () => {

@@ -417,6 +417,10 @@ export class PostgresSession implements DriverSession {
     return this.#find(CHECKPOINT, 'thread_id = $1 AND name = $2', [threadId, name]);
   }
 
+  getCheckpointById(id: string): Promise<Checkpoint | null> {
+    return this.#find(CHECKPOINT, 'id = $1', [id]);
+  }
+
   async listCheckpoints(threadId: string): Promise<Checkpoint[]> {
     const rows = await this.#rows(
       `SELECT ${CHECKPOINT.columns} FROM ${this.#s}.checkpoints WHERE thread_id = $1 ORDER BY seq`,

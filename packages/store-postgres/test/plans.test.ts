@@ -10,6 +10,7 @@
 import type { Message } from '@cairn/core';
 import { newId } from '@cairn/core';
 import type { Store } from '@cairn/store';
+import { makeChain } from '@cairn/store/testing';
 import { createPostgresStore } from '@cairn/store-postgres';
 import {
   dropSchema,
@@ -52,23 +53,10 @@ function recordingPool(): { pool: pg.Pool; executions: Execution[]; recording: {
   return { pool, executions, recording };
 }
 
-async function chain(store: Store, threadId: string, n: number, parentId: string | null) {
-  const ids = Array.from({ length: n }, () => newId());
-  return store.addMessages(
-    ids.map((id, i) => ({
-      id,
-      threadId,
-      parentId: i === 0 ? parentId : ids[i - 1]!,
-      role: i % 2 === 0 ? 'user' : 'assistant',
-      data: { text: `m${i}` },
-    })),
-  );
-}
-
 /** What an agent does on a thread: messages, a fork, checkpoints, state, a turn, reads. */
 async function workload(store: Store, agentId: string): Promise<void> {
   const { thread, branch } = await store.createThreadWithBranch({});
-  const ms: Message[] = await chain(store, thread.id, 6, null);
+  const ms: Message[] = await makeChain(store, thread.id, 6, null);
   await store.moveHead(branch.id, null, ms.at(-1)!.id);
   await store.getChain(ms.at(-1)!.id);
   await store.getChain(ms.at(-1)!.id, { limit: 2 });
@@ -127,7 +115,7 @@ async function workload(store: Store, agentId: string): Promise<void> {
   await store.updateThread(thread.id, { title: 'read' });
   // Deletes on a thread of their own: the one above stays for the reads to be re-run on.
   const gone = await store.createThread({});
-  await chain(store, gone.id, 3, null);
+  await makeChain(store, gone.id, 3, null);
   const [forgotten] = await store.addMemories([{ agentId, content: { text: 'forget me' } }]);
   await store.deleteMemories([forgotten!.id]);
   await store.deleteThread(gone.id);
@@ -171,7 +159,7 @@ describe.skipIf(skip)('plans on tables grown from empty, generic plans forced', 
     let parent: string | null = null;
     const grown: Message[] = [];
     while (grown.length < GROWN) {
-      const batch = await chain(store, thread.id, 50, parent);
+      const batch = await makeChain(store, thread.id, 50, parent);
       grown.push(...batch);
       parent = batch.at(-1)!.id;
     }

@@ -169,6 +169,59 @@ export const MIGRATIONS: readonly Migration[] = [
   ) WITHOUT ROWID;
   CREATE INDEX cairn_entries_group ON cairn_entries (collection, group_id, id);
   `,
+  // 5: payloads out of the key b-trees. A WITHOUT ROWID table keeps whole rows in an index
+  // b-tree, where SQLite reads a cell's whole record (overflow pages and all) to compare
+  // it with a key: one 20 MB message made every later insert and lookup near it read 20 MB
+  // per comparison. Rowid tables keep rows in a table b-tree, searched by integer; the keys
+  // go in indexes of their own, and the payload column comes last, so that reading the
+  // columns before it never walks its overflow pages.
+  `
+  CREATE TABLE cairn_messages_v5 (
+    id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    parent_id TEXT,
+    role TEXT NOT NULL,
+    type TEXT,
+    created_at INTEGER NOT NULL,
+    depth INTEGER NOT NULL,
+    jump_id TEXT,
+    jump_depth INTEGER NOT NULL DEFAULT 0,
+    data TEXT NOT NULL
+  );
+  INSERT INTO cairn_messages_v5 (id, thread_id, parent_id, role, type, created_at, depth, jump_id, jump_depth, data)
+    SELECT id, thread_id, parent_id, role, type, created_at, depth, jump_id, jump_depth, data FROM cairn_messages;
+  DROP TABLE cairn_messages;
+  ALTER TABLE cairn_messages_v5 RENAME TO cairn_messages;
+  CREATE UNIQUE INDEX cairn_messages_id ON cairn_messages (id);
+  CREATE INDEX cairn_messages_thread ON cairn_messages (thread_id);
+
+  CREATE TABLE cairn_entries_v5 (
+    collection TEXT NOT NULL,
+    id TEXT NOT NULL,
+    group_id TEXT,
+    version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    data TEXT NOT NULL
+  );
+  INSERT INTO cairn_entries_v5 (collection, id, group_id, version, created_at, updated_at, data)
+    SELECT collection, id, group_id, version, created_at, updated_at, data FROM cairn_entries;
+  DROP TABLE cairn_entries;
+  ALTER TABLE cairn_entries_v5 RENAME TO cairn_entries;
+  CREATE UNIQUE INDEX cairn_entries_key ON cairn_entries (collection, id);
+  CREATE INDEX cairn_entries_group ON cairn_entries (collection, group_id, id);
+
+  CREATE TABLE cairn_embedding_cache_v5 (
+    embedder_id TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    embedding BLOB NOT NULL
+  );
+  INSERT INTO cairn_embedding_cache_v5 (embedder_id, content_hash, embedding)
+    SELECT embedder_id, content_hash, embedding FROM cairn_embedding_cache;
+  DROP TABLE cairn_embedding_cache;
+  ALTER TABLE cairn_embedding_cache_v5 RENAME TO cairn_embedding_cache;
+  CREATE UNIQUE INDEX cairn_embedding_cache_key ON cairn_embedding_cache (embedder_id, content_hash);
+  `,
 ];
 
 /** Gives every stored message its jump pointer, a thread at a time. */

@@ -322,6 +322,10 @@ class SqliteSession implements DriverSession {
     return this.#get(CHECKPOINTS, 'WHERE thread_id = ? AND name = ?', threadId, name);
   }
 
+  getCheckpointById(id: string): Checkpoint | null {
+    return this.#get(CHECKPOINTS, 'WHERE id = ?', id);
+  }
+
   listCheckpoints(threadId: string): Checkpoint[] {
     return this.#list(CHECKPOINTS, 'WHERE thread_id = ? ORDER BY seq', threadId);
   }

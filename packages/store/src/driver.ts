@@ -255,6 +255,8 @@ export interface DriverSession {
    */
   putCheckpoint(checkpoint: Checkpoint): MaybePromise<Checkpoint>;
   getCheckpoint(threadId: string, name: string): MaybePromise<Checkpoint | null>;
+  /** The checkpoint of this id, in any thread, or null. */
+  getCheckpointById(id: string): MaybePromise<Checkpoint | null>;
   /** In creation order. */
   listCheckpoints(threadId: string): MaybePromise<Checkpoint[]>;
   deleteCheckpoint(threadId: string, name: string): MaybePromise<boolean>;

@@ -57,6 +57,7 @@ import type {
   ThreadRecords,
   ThreadWithBranch,
 } from './store.js';
+import { runLeaseKey } from './store.js';
 import {
   checkCachedEmbeddings,
   checkChainOptions,
@@ -92,6 +93,7 @@ import {
   checkTtl,
   checkTurn,
   checkVectorWidth,
+  DEFAULT_LOCK_TIMEOUT_MS,
   encodeCursor,
   type MessageDraft,
   messageBatchLookups,
@@ -561,22 +563,53 @@ class FrontDoor implements Store {
         ? undefined
         : checkTimestamp(options.idleSince, 'idleSince', 0);
     return this.#write(async (s, touch) => {
-      if (idleSince !== undefined && !(await this.#idleSince(s, id, idleSince))) return false;
+      if (idleSince !== undefined && !(await this.#idleSince(s, id, idleSince, true))) return false;
       const deleted = await s.deleteThread(id);
       if (deleted) touch({ threadId: id, kind: 'thread' });
       return deleted;
     });
   }
 
+  async isThreadIdle(id: string, since: number): Promise<boolean> {
+    this.#open();
+    checkId(id, 'thread id');
+    const t = checkTimestamp(since, 'since', 0);
+    return this.#read((s) => this.#idleSince(s, id, t, false));
+  }
+
   /**
-   * The thread exists and neither it nor a message of it was written at or after
-   * `since`. Locked first, so that no writer of the thread slips in before the delete.
+   * The one rule of thread activity (`deleteThread`'s `idleSince`, `isThreadIdle`): the
+   * thread exists, nothing of it was written at or after `since` (the thread itself, a
+   * message, a branch, a state commit, a checkpoint, a turn, its run lease) and nothing
+   * works on it now (a running turn, a live run lease).
+   *
+   * With `lock` (a write session about to delete) its writers are locked out first, so
+   * that none slips in between this check and the delete: the run lease, the branches
+   * (state commits and head moves take their lock) and the thread (messages, branches,
+   * checkpoints and updates need it). In that order, the order writers take them in.
    */
-  async #idleSince(s: DriverSession, id: string, since: number): Promise<boolean> {
-    const t = await (s.lockThread ? s.lockThread(id) : s.getThread(id));
+  async #idleSince(s: DriverSession, id: string, since: number, lock: boolean): Promise<boolean> {
+    const now = this.#d.now();
+    const key = runLeaseKey(id);
+    const lease = await (lock ? lockLease(s, key) : s.getLease(key));
+    if (lease && (lease.renewedAt >= since || (lease.releasedAt ?? 0) >= since)) return false;
+    if (lease && lease.releasedAt === null && lease.expiresAt > now) return false;
+    if (lock && s.lockBranch)
+      for (const b of await s.listBranches(id)) await s.lockBranch(b.id, DEFAULT_LOCK_TIMEOUT_MS);
+    const t = await (lock && s.lockThread ? s.lockThread(id) : s.getThread(id));
     if (!t || t.updatedAt >= since) return false;
     const newest = await s.latestMessageAt(id);
-    return newest === null || newest < since;
+    if (newest !== null && newest >= since) return false;
+    for (const b of await s.listBranches(id)) {
+      if (b.createdAt >= since) return false;
+      const commit = await s.getLatestStateCommit(b.id, {});
+      if (commit && commit.createdAt >= since) return false;
+    }
+    for (const c of await s.listCheckpoints(id)) if (c.createdAt >= since) return false;
+    for (const turn of await s.listTurns(id, Number.MAX_SAFE_INTEGER))
+      if (turn.status === 'running' || turn.startedAt >= since || (turn.finishedAt ?? 0) >= since)
+        return false;
+    return true;
   }
 
   // ---------------------------------------------------------------- messages
@@ -942,7 +975,11 @@ class FrontDoor implements Store {
     this.#open();
     const t = checkTurn(turn);
     return this.#write(async (s) => {
-      await this.#requireThread(s, t.threadId);
+      // Held (key share, as a message batch holds it) until the turn is written: a prune
+      // deleting the thread waits for this session and then sees the turn.
+      const { threadIds } = await s.lookupMessageBatch({ threadIds: [t.threadId], messageIds: [] });
+      if (!threadIds.has(t.threadId)) throw notFound('thread', t.threadId);
+      if (t.messageId !== null) await this.#messageIn(s, t.threadId, t.messageId);
       await s.putTurn(t);
       return t;
     });
@@ -1211,7 +1248,12 @@ class FrontDoor implements Store {
       await s.insertMessages(planned.messages, planned.jumps);
       for (const b of r.branches) await insertNewBranch(s, { ...b, isActive: false });
       if (r.activeBranchId !== null) await s.setActiveBranch(threadId, r.activeBranchId);
-      for (const c of r.checkpoints) await s.putCheckpoint(c);
+      for (const c of r.checkpoints) {
+        // putCheckpoint keys on (thread, name): a taken id is found here, not by the driver.
+        if (await s.getCheckpointById(c.id))
+          throw conflict(`checkpoint id ${show(c.id)} already exists`, { id: c.id });
+        await s.putCheckpoint(c);
+      }
       for (const { draft, version } of r.stateCommits) {
         if (!(await appendCommit(s, draft, version - 1)))
           throw conflict(

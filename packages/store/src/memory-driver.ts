@@ -30,7 +30,26 @@ export interface MemoryStoreOptions {
   now?: () => number;
 }
 
-const copy = <T>(value: T): T => structuredClone(value);
+/**
+ * A deep copy, as a database would hand it back: SQLite and Postgres keep JSON as text,
+ * where `-0` is written `0`, so a copy turns `-0` into `0` too.
+ */
+const copy = <T>(value: T): T => positiveZeros(structuredClone(value));
+
+function positiveZeros<T>(value: T): T {
+  if (typeof value !== 'object' || value === null) return Object.is(value, -0) ? (0 as T) : value;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) value[i] = positiveZeros(value[i]);
+    return value;
+  }
+  const o = value as Record<string, unknown>;
+  for (const k of Object.keys(o)) {
+    const v = o[k];
+    if (Object.is(v, -0)) o[k] = 0;
+    else if (typeof v === 'object' && v !== null) positiveZeros(v);
+  }
+  return value;
+}
 
 const entryKey = (collection: string, id: string) => JSON.stringify([collection, id]);
 
@@ -316,6 +335,10 @@ class MemoryDriver implements Driver, DriverSession {
     for (const c of this.#checkpoints.values())
       if (c.threadId === threadId && c.name === name) return stripSeq(c);
     return null;
+  }
+  getCheckpointById(id: string): Checkpoint | null {
+    const c = this.#checkpoints.get(id);
+    return c ? stripSeq(c) : null;
   }
   listCheckpoints(threadId: string): Checkpoint[] {
     return [...this.#checkpoints.values()]

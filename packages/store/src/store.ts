@@ -322,6 +322,14 @@ export interface StoreChange {
 export type StoreListener = (change: StoreChange) => void;
 
 /**
+ * The key of a thread's run lease (one run at a time per thread, see `@cairn/thread`): a
+ * live one, or any write to it, makes the thread active (see `Store.isThreadIdle`).
+ */
+export function runLeaseKey(threadId: string): string {
+  return `run:${threadId}`;
+}
+
+/**
  * The operations every Cairn store provides, all async. Bad input is rejected with a
  * `CairnError` before anything is written; a failed call changes nothing.
  *
@@ -356,11 +364,24 @@ export interface Store {
   listThreads(options?: ListThreadsOptions): Promise<Page<Thread>>;
   /**
    * Deletes the thread and everything under it. False when there was no such thread, or
-   * when `idleSince` is given and the thread was updated or got a message at or after it:
+   * when `idleSince` is given and the thread was not idle since then (see `isThreadIdle`):
    * checked as the delete runs, atomically with writers, so a thread chosen for being idle
    * and touched before the delete stays.
    */
   deleteThread(id: string, options?: { idleSince?: Timestamp }): Promise<boolean>;
+  /**
+   * Whether the thread exists and was idle since `since`: nothing of it was written at or
+   * after `since` (the thread itself, a message, a branch, a state commit, a checkpoint, a
+   * turn, its run lease `runLeaseKey(id)`), and nothing works on it now (a running turn, a
+   * live run lease). The rule `deleteThread`'s `idleSince` applies.
+   *
+   * @example
+   * ```ts
+   * const weekAgo = Date.now() - 7 * 86_400_000;
+   * if (await store.isThreadIdle(threadId, weekAgo)) console.log('a week without activity');
+   * ```
+   */
+  isThreadIdle(id: string, since: Timestamp): Promise<boolean>;
 
   // messages
   /** Stores a batch atomically: all of it or, on any error, none. Returns them with depths. */

@@ -1192,7 +1192,8 @@ export function checkPageOptions(
   const c = decodeCursor(options.cursor);
   if (c.length !== 1 || typeof c[0] !== 'string')
     throw invalid(`cursor ${show(options.cursor)} is not one this store issued`);
-  return { limit, after: c[0] };
+  // A forged cursor's key goes to the database like any other text: the same rule.
+  return { limit, after: checkText(c[0], 'cursor') };
 }
 
 function checkRequiredTimestamp(value: unknown, label: string): number {
@@ -1411,6 +1412,7 @@ export function checkThreadRecords(records: ThreadRecords): CheckedThreadRecords
   const turns = arrayOf(records.turns, 'turns').map((raw, i) => {
     const turn = checkTurn(raw as Turn, `turns[${i}]`);
     inThread(turn.threadId, `turns[${i}]`);
+    message(turn.messageId, `turns[${i}].messageId`);
     if (turnIds.has(turn.id))
       throw new CairnError('CONFLICT', `turns[${i}]: turn ${show(turn.id)} appears twice`);
     turnIds.add(turn.id);

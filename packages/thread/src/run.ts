@@ -1,5 +1,5 @@
 import { CairnError, checkKeys, type JsonObject, type Lease } from '@cairn/core';
-import type { Store } from '@cairn/store';
+import { runLeaseKey, type Store } from '@cairn/store';
 
 /** How a run ended, or `stale_recovered` when another owner took over an expired run. */
 export type RunResult = 'completed' | 'failed' | 'stale_recovered';
@@ -22,9 +22,8 @@ export interface RunRecord {
   recoveredFrom: { owner: string; startedAt: number; lastHeartbeatAt: number } | null;
 }
 
-export function runKey(threadId: string): string {
-  return `run:${threadId}`;
-}
+/** The thread's run lease key; the store counts it as the thread's activity. */
+export const runKey = runLeaseKey;
 
 export function runRecord(lease: Lease, now = Date.now()): RunRecord {
   const d = lease.data;

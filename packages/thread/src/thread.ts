@@ -717,7 +717,9 @@ export class CairnThread<S extends StateSchema<any>> {
     const clean = Object.fromEntries(
       Object.entries(update).filter(([, v]) => v !== undefined),
     ) as JsonObject;
-    const updateBytes = jsonSize(clean);
+    // Measured after applyUpdate checked the update: JSON.stringify of a value nested too
+    // deep overflows the stack, where applyUpdate's check answers INVALID_UPDATE.
+    let updateBytes = 0;
     /** Applies the update to the state as loaded and commits it as the next version. */
     const commit = async (store: Store) => {
       const base = this.#loaded;
@@ -725,6 +727,7 @@ export class CairnThread<S extends StateSchema<any>> {
         scope: 'thread',
       });
       if (next.changed.length === 0) return { base, next, snapshot: false };
+      updateBytes = jsonSize(clean);
       // A state read from an older schema version is written whole, recording the running
       // version: the commits after it are folded with this version's reducers.
       const snapshot =

@@ -535,6 +535,16 @@ export function describeThreadEngine(
         expect(t.state.counter).toBe(1);
       });
 
+      it('an update nested far too deep is INVALID_UPDATE, not a stack overflow', async () => {
+        const t = await open();
+        let deep: unknown = 'leaf';
+        for (let i = 0; i < 20_000; i++) deep = { d: deep };
+        expect(await code(t.update({ objective: deep } as never))).toBe('INVALID_UPDATE');
+        expect(await store.getStateCommits(t.branchId)).toEqual([]);
+        await t.update({ counter: 1 });
+        expect(t.state.counter).toBe(1);
+      });
+
       it('updates apply in call order, one at a time, and a failing one does not block the rest', async () => {
         const t = await open();
         const results = await Promise.allSettled([

@@ -1,3 +1,4 @@
+import { isCairnError } from '@cairn/core';
 import { CliError, openStore, type Target, usage } from '../database.js';
 import type { Io } from '../output.js';
 import { openRaw } from '../raw.js';
@@ -20,16 +21,17 @@ export function parseAge(text: string, option: string): number {
 export interface PruneOptions {
   /** Delete finished and failed turns started longer ago than this (ms). */
   turnsOlderThan?: number;
-  /** Delete threads with no activity (update or message) for longer than this (ms). */
+  /** Delete threads idle for longer than this (ms): see `Store.isThreadIdle`. */
   threadsOlderThan?: number;
   dryRun: boolean;
 }
 
 /**
  * Retention. Turns: those not running that started before the cutoff (`purgeTurns`).
- * Threads: those not updated and without a message since the cutoff, deleted with
- * everything under them (`deleteThread` checks again as it deletes: one touched since it
- * was chosen stays). With `dryRun`, only counts.
+ * Threads: those idle since the cutoff by the store's one rule (`Store.isThreadIdle`: no
+ * write of any kind, no running turn, no live run lease), deleted with everything under
+ * them (`deleteThread` checks again as it deletes: one touched since it was chosen stays).
+ * With `dryRun`, only counts.
  */
 export async function prune(t: Target, o: PruneOptions, io: Io, now = Date.now()): Promise<number> {
   if (o.turnsOlderThan === undefined && o.threadsOlderThan === undefined)
@@ -54,6 +56,8 @@ export async function prune(t: Target, o: PruneOptions, io: Io, now = Date.now()
       }
       if (o.threadsOlderThan !== undefined) {
         const cutoff = now - o.threadsOlderThan;
+        // Candidates only: a thread updated or given a message since is busy by any rule,
+        // so this cheap query keeps every idle thread; the store decides on the rest.
         const rows = await raw.all<{ id: string }>(
           `SELECT t.id FROM ${table('threads')} t WHERE t.updated_at < ${cutoff} AND NOT EXISTS
              (SELECT 1 FROM ${table('messages')} m WHERE m.thread_id = t.id AND m.created_at >= ${cutoff})`,
@@ -62,6 +66,12 @@ export async function prune(t: Target, o: PruneOptions, io: Io, now = Date.now()
       }
     } finally {
       await raw.close();
+    }
+    if (o.threadsOlderThan !== undefined) {
+      const since = now - o.threadsOlderThan;
+      const idle: string[] = [];
+      for (const id of threadIds) if (await store.isThreadIdle(id, since)) idle.push(id);
+      threadIds = idle;
     }
     if (o.dryRun) {
       const parts = [];
@@ -76,7 +86,14 @@ export async function prune(t: Target, o: PruneOptions, io: Io, now = Date.now()
     if (o.threadsOlderThan !== undefined) {
       const idleSince = now - o.threadsOlderThan;
       let n = 0;
-      for (const id of threadIds) if (await store.deleteThread(id, { idleSince })) n++;
+      for (const id of threadIds) {
+        try {
+          if (await store.deleteThread(id, { idleSince })) n++;
+        } catch (e) {
+          // A branch locked longer than the store waits: in use, so it stays.
+          if (!isCairnError(e, 'TIMEOUT')) throw e;
+        }
+      }
       const kept = threadIds.length - n;
       parts.push(
         `${n} threads${kept ? ` (${kept} touched or deleted meanwhile, left alone)` : ''}`,

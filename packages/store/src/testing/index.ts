@@ -24,7 +24,7 @@ import { describeTurns } from './specs/turns.js';
 import { describeVectorSearch } from './specs/vector-search.js';
 
 export type { StoreConformanceOptions } from './context.js';
-export { Rng } from './helpers.js';
+export { makeChain, Rng } from './helpers.js';
 export { type TestStoreKind, testStoreKind } from './kinds.js';
 
 /** The areas of the suite, in the order they run. */

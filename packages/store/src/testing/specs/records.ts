@@ -147,6 +147,42 @@ export function describeRecords(options: StoreConformanceOptions): void {
     );
 
     it(
+      'refuses a checkpoint id another thread already uses (CONFLICT), writing nothing',
+      async () => {
+        const { thread, r } = await exportedRichThread();
+        const id = newId();
+        const ids = new Map(r.messages.map((m) => [m.id, newId()]));
+        const copy: ThreadRecords = {
+          thread: { ...r.thread, id },
+          messages: r.messages.map((m) => ({
+            ...m,
+            id: ids.get(m.id)!,
+            threadId: id,
+            parentId: m.parentId === null ? null : ids.get(m.parentId)!,
+          })),
+          branches: [],
+          stateCommits: [],
+          turns: [],
+          // Its own thread and message, but the id of the first thread's checkpoint.
+          checkpoints: r.checkpoints.map((c) => ({
+            ...c,
+            threadId: id,
+            messageId: ids.get(c.messageId)!,
+          })),
+        };
+        const e = await expectCode(() => store().restoreThread(copy), 'CONFLICT');
+        expect(e.message).toContain(r.checkpoints[0]!.id);
+        expect(await store().getThread(id)).toBeNull();
+        expect(await store().listCheckpoints(thread.id)).toEqual(r.checkpoints);
+        // With an id of its own it restores.
+        const own = { ...copy, checkpoints: copy.checkpoints.map((c) => ({ ...c, id: newId() })) };
+        await store().restoreThread(own);
+        expect(await store().exportThread(id)).toEqual(own);
+      },
+      TEST_TIMEOUT,
+    );
+
+    it(
       'checks the records before writing anything',
       async () => {
         const { thread, r } = await exportedRichThread();
@@ -170,6 +206,10 @@ export function describeRecords(options: StoreConformanceOptions): void {
             [
               'a turn of another thread',
               { ...r, turns: r.turns.map((t) => ({ ...t, threadId: 'other' })) },
+            ],
+            [
+              'a turn naming a message outside the thread',
+              { ...r, turns: r.turns.map((t) => ({ ...t, messageId: 'elsewhere' })) },
             ],
             [
               'a missing timestamp',
@@ -241,6 +281,18 @@ export function describeRecords(options: StoreConformanceOptions): void {
         });
         await expectCode(() => store().scanMemories({ limit: 0 }), 'INVALID_ARGUMENT');
         await expectCode(() => store().listLeases({ cursor: 'nonsense' }), 'INVALID_ARGUMENT');
+      },
+      TEST_TIMEOUT,
+    );
+
+    it(
+      'refuses a forged cursor whose key is not storable text (INVALID_ARGUMENT)',
+      async () => {
+        for (const key of ['a\u0000b', 'a\ud800b']) {
+          const cursor = Buffer.from(JSON.stringify([key]), 'utf8').toString('base64url');
+          await expectCode(() => store().listLeases({ cursor }), 'INVALID_ARGUMENT');
+          await expectCode(() => store().scanMemories({ cursor }), 'INVALID_ARGUMENT');
+        }
       },
       TEST_TIMEOUT,
     );

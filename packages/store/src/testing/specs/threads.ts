@@ -1,5 +1,6 @@
 import { newId, type Thread } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
+import { runLeaseKey, type Store } from '../../store.js';
 import { type StoreConformanceOptions, useStore } from '../context.js';
 import {
   expectCode,
@@ -37,6 +38,17 @@ export function describeThreads(options: StoreConformanceOptions): void {
       const t = await store().createThread({ id, resourceId: 'user-1', title: 'Hello', metadata });
       expect(t).toMatchObject({ id, resourceId: 'user-1', title: 'Hello', metadata });
       expect(await store().getThread(id)).toEqual(t);
+    });
+
+    it('reads -0 back as 0, as JSON text does', async () => {
+      const t = await store().createThread({ metadata: { z: -0, list: [-0, { y: -0 }] } });
+      const read = (await store().getThread(t.id))!.metadata as {
+        z: number;
+        list: [number, { y: number }];
+      };
+      expect(Object.is(read.z, 0)).toBe(true);
+      expect(Object.is(read.list[0], 0)).toBe(true);
+      expect(Object.is(read.list[1].y, 0)).toBe(true);
     });
 
     it('returns null for an unknown thread', async () => {
@@ -339,6 +351,171 @@ export function describeThreads(options: StoreConformanceOptions): void {
         expect(await s.getThread(t.id)).toBeNull();
         expect(await s.getMessage(m!.id)).toBeNull();
         expect(await s.deleteThread(newId(), { idleSince: later })).toBe(false);
+      });
+
+      const DAY = 86_400_000;
+
+      /** A thread written to three days ago and never since, restored with its timestamps. */
+      async function oldThread(s: Store) {
+        const old = Date.now() - 3 * DAY;
+        const id = newId();
+        const message = {
+          id: newId(),
+          threadId: id,
+          parentId: null,
+          role: 'user',
+          type: null,
+          data: 'old',
+          createdAt: old,
+          depth: 0,
+        };
+        const branch = {
+          id: newId(),
+          threadId: id,
+          name: 'main',
+          headMessageId: message.id,
+          isActive: true,
+          createdAt: old,
+          forkMessageId: message.id,
+          parentBranchId: null,
+        };
+        await s.restoreThread({
+          thread: {
+            id,
+            resourceId: null,
+            title: null,
+            metadata: {},
+            createdAt: old,
+            updatedAt: old,
+          },
+          messages: [message],
+          branches: [branch],
+          checkpoints: [
+            { id: newId(), threadId: id, name: 'cp', messageId: message.id, createdAt: old },
+          ],
+          stateCommits: [
+            {
+              branchId: branch.id,
+              threadId: id,
+              version: 1,
+              messageId: message.id,
+              messageDepth: 0,
+              update: { a: 1 },
+              snapshot: { a: 1 },
+              createdAt: old,
+            },
+          ],
+          turns: [turnOf(id, { messageId: message.id, startedAt: old, finishedAt: old + 1 })],
+        });
+        // A run that ended long ago is no activity.
+        await s.restoreLeases([
+          {
+            key: runLeaseKey(id),
+            owner: 'worker',
+            acquiredAt: old,
+            renewedAt: old,
+            expiresAt: old + 60_000,
+            releasedAt: old + 1,
+            data: {},
+          },
+        ]);
+        return { id, message, branch };
+      }
+
+      it('with idleSince, any write to the thread or any work on it keeps it (isThreadIdle agrees)', async () => {
+        const s = store();
+        const since = Date.now() - DAY;
+        const old = Date.now() - 3 * DAY;
+        const activities: Array<[string, (t: Awaited<ReturnType<typeof oldThread>>) => unknown]> = [
+          ['a title update', (t) => s.updateThread(t.id, { title: 'new' })],
+          [
+            'a message',
+            (t) =>
+              s.addMessagesOnBranch(t.branch.id, t.message.id, [
+                { threadId: t.id, parentId: t.message.id, role: 'user', data: 'hi' },
+              ]),
+          ],
+          [
+            'a state commit',
+            (t) =>
+              s.appendStateCommit(
+                { branchId: t.branch.id, messageId: t.message.id, update: { b: 2 } },
+                1,
+              ),
+          ],
+          [
+            'a checkpoint',
+            (t) => s.saveCheckpoint({ threadId: t.id, name: 'now', messageId: t.message.id }),
+          ],
+          [
+            'a fork',
+            (t) =>
+              s.createBranch({
+                threadId: t.id,
+                name: 'fork',
+                headMessageId: t.message.id,
+                parentBranchId: t.branch.id,
+                activate: true,
+              }),
+          ],
+          [
+            'a live run lease',
+            (t) => s.acquireLease({ key: runLeaseKey(t.id), owner: 'o', ttlMs: 3_600_000 }),
+          ],
+          [
+            'a run lease released since',
+            async (t) => {
+              await s.acquireLease({ key: runLeaseKey(t.id), owner: 'o', ttlMs: 1 });
+              await s.releaseLease(runLeaseKey(t.id), 'o');
+            },
+          ],
+          [
+            'a running turn started long ago',
+            (t) => s.putTurn(turnOf(t.id, { status: 'running', startedAt: old })),
+          ],
+          [
+            'a turn finished since',
+            (t) => s.putTurn(turnOf(t.id, { startedAt: old, finishedAt: Date.now() })),
+          ],
+        ];
+        for (const [what, act] of activities) {
+          const t = await oldThread(s);
+          expect(await s.isThreadIdle(t.id, since), what).toBe(true);
+          await act(t);
+          expect(await s.isThreadIdle(t.id, since), what).toBe(false);
+          expect(await s.deleteThread(t.id, { idleSince: since }), what).toBe(false);
+          expect(await s.getThread(t.id), what).not.toBeNull();
+        }
+        const idle = await oldThread(s);
+        expect(await s.deleteThread(idle.id, { idleSince: since })).toBe(true);
+        expect(await s.getThread(idle.id)).toBeNull();
+        expect(await s.isThreadIdle(idle.id, since)).toBe(false);
+        await expectCode(() => s.isThreadIdle(idle.id, Number.NaN), 'INVALID_ARGUMENT');
+        await expectCode(() => s.isThreadIdle('', since), 'INVALID_ARGUMENT');
+      });
+
+      it('with idleSince, never deletes a thread a racing write reached', async () => {
+        const s = store();
+        const writes: Array<(t: Awaited<ReturnType<typeof oldThread>>) => Promise<unknown>> = [
+          (t) =>
+            s.appendStateCommit(
+              { branchId: t.branch.id, messageId: t.message.id, update: { b: 2 } },
+              1,
+            ),
+          (t) => s.putTurn(turnOf(t.id, { status: 'running' })),
+        ];
+        for (let i = 0; i < 6; i++) {
+          const t = await oldThread(s);
+          const [write, deleted] = await Promise.allSettled([
+            writes[i % writes.length]!(t),
+            s.deleteThread(t.id, { idleSince: Date.now() - DAY }),
+          ]);
+          expect(deleted.status).toBe('fulfilled');
+          // Either the write came first and the thread stays, or the delete did and the write failed.
+          const gone = (await s.getThread(t.id)) === null;
+          expect(gone).toBe(write.status === 'rejected');
+          if (deleted.status === 'fulfilled') expect(deleted.value).toBe(gone);
+        }
       });
 
       it('removes the thread from its resource list', async () => {

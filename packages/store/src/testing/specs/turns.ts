@@ -150,6 +150,24 @@ export function describeTurns(options: StoreConformanceOptions): void {
         expect(await store().getTurn(turn.id)).toBeNull();
       });
 
+      it('rejects a messageId that is not a message of the turn thread, storing nothing', async () => {
+        const thread = await makeThread(store());
+        const other = await makeThread(store());
+        const [theirs] = await makeChain(store(), other.id, 1);
+        const [mine] = await makeChain(store(), thread.id, 1);
+        const foreign = turnOf(thread.id, { messageId: theirs!.id });
+        await expectCode(() => store().putTurn(foreign), 'INVALID_ARGUMENT');
+        const missing = turnOf(thread.id, { messageId: newId() });
+        await expectCode(() => store().putTurn(missing), 'NOT_FOUND');
+        expect(await store().listTurns(thread.id)).toEqual([]);
+        const ok = await store().putTurn(turnOf(thread.id, { messageId: mine!.id }));
+        await expectCode(
+          () => store().putTurn({ ...ok, messageId: theirs!.id }),
+          'INVALID_ARGUMENT',
+        );
+        expect(await store().getTurn(ok.id)).toEqual(ok);
+      });
+
       it('does not change a stored turn when the replacement is bad', async () => {
         const thread = await makeThread(store());
         const turn = await store().putTurn(turnOf(thread.id, { state: { a: 1 } }));
