@@ -1,7 +1,7 @@
 import { jsonEqual } from './equal.js';
 import { CairnError } from './errors.js';
 import { findNonJson, type JsonValue } from './json.js';
-import { checkKeys } from './known-keys.js';
+import { checkKeys, keysOf } from './known-keys.js';
 import { type Reducer, reducers } from './reducers.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
 
@@ -83,9 +83,52 @@ type KeysOfScope<F extends Fields, S extends FieldScope> = {
   [K in keyof F]: F[K] extends FieldDef<any, any, any, S> ? K : never;
 }[keyof F];
 
+/**
+ * One step of a schema's migration chain: turns a thread state written under version
+ * `from` into one of version `to` (= `from + 1`). `migrate` gets a copy it may change and
+ * returns the new state (plain JSON); fields it leaves out get their default.
+ */
+export interface StateMigration {
+  readonly from: number;
+  readonly to: number;
+  migrate(state: Record<string, any>): Record<string, any>;
+  /**
+   * The schema of version `from` (its `defineState`): its defaults start a branch written
+   * under that version and its reducers fold that version's stored updates. Without it, a
+   * stored update of that version folds each field it names through the reducer of the
+   * same-named field of the newest schema (unvalidated), or replaces a field that schema
+   * lacks, from an empty state. Give it when a reducer or a default changed.
+   */
+  readonly schema?: StateSchema<any>;
+}
+
+/** The second argument of `defineState`. */
+export interface DefineStateOptions {
+  /** The version of the state's shape, a positive integer. Default 1. */
+  version?: number;
+  /**
+   * The chain that brings an older thread state up to `version`: consecutive steps
+   * `{ from: n, to: n + 1 }` from the oldest version still readable up to `version`.
+   */
+  migrations?: readonly StateMigration[];
+}
+
+const DEFINE_STATE_KEYS = keysOf<DefineStateOptions>()(['version', 'migrations']);
+const MIGRATION_KEYS = keysOf<StateMigration>()(['from', 'to', 'migrate', 'schema']);
+
+/**
+ * The key under which a stored snapshot of a state of version 2 or more records that
+ * version (a state of version 1 is stored as it always was). No field may take this name.
+ */
+export const SCHEMA_VERSION_KEY = '$schemaVersion';
+
 /** A typed state schema: its fields, and the state a new thread starts with. */
 export interface StateSchema<F extends Fields = Fields> {
   readonly fields: Readonly<F>;
+  /** The version of the state's shape (1 unless `defineState` was given one). */
+  readonly version: number;
+  /** The steps from older versions up to `version`, oldest first. */
+  readonly migrations: readonly StateMigration[];
   /** The names of the fields of one scope, or of all when no scope is given. */
   keys(scope?: FieldScope): string[];
   /** A new state with every default filled in (of one scope, or of all). */
@@ -124,11 +167,30 @@ export type TurnUpdateOf<S extends StateSchema<any>> =
  * const s0 = Research.initial(); // { keyInsights: [] }
  * ```
  */
-export function defineState<F extends Fields>(fields: F): StateSchema<F> {
+export function defineState<F extends Fields>(
+  fields: F,
+  options: DefineStateOptions = {},
+): StateSchema<F> {
+  checkKeys(options, 'defineState options', DEFINE_STATE_KEYS);
+  const version = options.version ?? 1;
+  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) {
+    throw new CairnError(
+      'INVALID_ARGUMENT',
+      `defineState: version must be a positive integer, got ${String(version)}`,
+      { details: { version } },
+    );
+  }
+  const migrations = checkMigrations(options.migrations ?? [], version);
   for (const [name, def] of Object.entries(fields)) {
     // A state is a plain object: assigning "__proto__" would replace its prototype.
     if (name === '__proto__') {
       throw new CairnError('INVALID_ARGUMENT', 'a state field cannot be named "__proto__"');
+    }
+    if (name === SCHEMA_VERSION_KEY) {
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        `a state field cannot be named "${SCHEMA_VERSION_KEY}": snapshots record the schema version under it`,
+      );
     }
     if (typeof def !== 'object' || def === null || typeof def.reducer !== 'function') {
       throw new CairnError('INVALID_ARGUMENT', `state field "${name}" must be made with field()`);
@@ -137,6 +199,8 @@ export function defineState<F extends Fields>(fields: F): StateSchema<F> {
   const frozen = Object.freeze({ ...fields });
   return Object.freeze({
     fields: frozen,
+    version,
+    migrations,
     keys(scope?: FieldScope) {
       return Object.keys(frozen).filter((k) => scope === undefined || frozen[k]!.scope === scope);
     },
@@ -149,6 +213,126 @@ export function defineState<F extends Fields>(fields: F): StateSchema<F> {
       return state as StateOf<StateSchema<F>>;
     },
   });
+}
+
+/** The checked, frozen migration chain of a schema of `version`. */
+function checkMigrations(list: unknown, version: number): readonly StateMigration[] {
+  const bad = (message: string, details: Record<string, unknown> = {}) =>
+    new CairnError('INVALID_ARGUMENT', `defineState: ${message}`, { details });
+  if (!Array.isArray(list)) throw bad(`migrations must be an array, got ${typeof list}`);
+  const first = version - list.length;
+  if (first < 1) {
+    throw bad(`${list.length} migrations go below version 1 for a schema of version ${version}`);
+  }
+  const checked = list.map((m: unknown, i): StateMigration => {
+    checkKeys(m, `defineState: migrations[${i}]`, MIGRATION_KEYS);
+    const { from, to, migrate, schema } = m as StateMigration;
+    // The chain runs from `first` to `version`, one step each, in order.
+    const want = first + i;
+    if (from !== want || to !== want + 1) {
+      throw bad(
+        `migrations must be consecutive steps up to version ${version} (${list
+          .map((x: any) => `${String(x?.from)}→${String(x?.to)}`)
+          .join(', ')}): migrations[${i}] must go from ${want} to ${want + 1}, got ${String(
+          from,
+        )}→${String(to)}`,
+        { index: i, from, to },
+      );
+    }
+    if (typeof migrate !== 'function') {
+      throw bad(`migrations[${i}].migrate must be a function`, { index: i });
+    }
+    if (
+      schema !== undefined &&
+      (typeof schema !== 'object' ||
+        schema === null ||
+        typeof schema.initial !== 'function' ||
+        schema.version !== from)
+    ) {
+      throw bad(
+        `migrations[${i}].schema must be the defineState schema of version ${from}, got ${
+          typeof schema?.version === 'number' ? `version ${schema.version}` : String(schema)
+        }`,
+        { index: i },
+      );
+    }
+    return Object.freeze({ from, to, migrate, ...(schema === undefined ? {} : { schema }) });
+  });
+  return Object.freeze(checked);
+}
+
+/**
+ * Brings a thread state written under `schema` version `from` up to `schema.version`
+ * through its migrations, then fills each thread field the result lacks with its default.
+ * `SCHEMA_TOO_NEW` when `from` is newer than the schema (the state must not be read or
+ * written by this code); `INVALID_ARGUMENT` when no migration starts that old;
+ * `INVALID_UPDATE` (naming the field) when a migration returns something that is not a
+ * state of the schema.
+ *
+ * @example
+ * ```ts
+ * const state = migrateState(ResearchV2, { name: 'stones' }, 1);
+ * ```
+ */
+export function migrateState<S extends StateSchema<any>>(
+  schema: S,
+  state: Record<string, unknown>,
+  from: number,
+): ThreadStateOf<S> {
+  if (from > schema.version) {
+    throw new CairnError(
+      'SCHEMA_TOO_NEW',
+      `this state was written by schema version ${from}; this code knows versions up to ${schema.version} and must not read or write it`,
+      { details: { found: from, supported: schema.version } },
+    );
+  }
+  // A schema of version Infinity (a viewer's, built by hand) reads every version as stored.
+  if (from === schema.version || schema.version === Number.POSITIVE_INFINITY)
+    return state as ThreadStateOf<S>;
+  const steps = schema.migrations.slice(schema.migrations.length - (schema.version - from));
+  if (steps.length !== schema.version - from) {
+    throw new CairnError(
+      'INVALID_ARGUMENT',
+      `this state was written by schema version ${from}, and the schema (version ${schema.version}) has no migration from it`,
+      { details: { found: from, supported: schema.version } },
+    );
+  }
+  let current: Record<string, unknown> = state;
+  for (const step of steps) {
+    const out: unknown = step.migrate(structuredClone(current));
+    if (typeof out !== 'object' || out === null || Array.isArray(out)) {
+      throw new CairnError(
+        'INVALID_UPDATE',
+        `the migration from version ${step.from} to ${step.to} must return a state object`,
+      );
+    }
+    current = out as Record<string, unknown>;
+  }
+  const result: Record<string, unknown> = {};
+  for (const name of Object.keys(current)) {
+    const value = current[name];
+    if (value === undefined) continue;
+    const def = Object.hasOwn(schema.fields, name) ? (schema.fields as Fields)[name] : undefined;
+    if (def?.scope !== 'thread') {
+      throw new CairnError(
+        'INVALID_UPDATE',
+        `the migrations to version ${schema.version} returned "${name}", which is not a thread field of that version`,
+        { details: { field: name } },
+      );
+    }
+    const bad = findNonJson(value, name);
+    if (bad) {
+      throw new CairnError('INVALID_UPDATE', `state field "${name}": ${bad.path}: ${bad.reason}`, {
+        details: { field: name, path: bad.path },
+      });
+    }
+    result[name] = def.schema ? validate(def.schema, value, name) : value;
+  }
+  for (const [name, def] of Object.entries(schema.fields as Fields)) {
+    if (def.scope === 'thread' && !Object.hasOwn(result, name) && def.default)
+      result[name] = def.default();
+  }
+  return result as ThreadStateOf<S>;
 }
 
 export interface ApplyResult<State> {

@@ -6,7 +6,9 @@ import {
   defineState,
   field,
   isCairnError,
+  migrateState,
   reducers,
+  SCHEMA_VERSION_KEY,
   type StateOf,
   type ThreadStateOf,
   type TurnStateOf,
@@ -264,5 +266,127 @@ describe('field options', () => {
     expect(() => field({ defualt: () => [] } as never)).toThrow(
       'field options: unknown key "defualt" (did you mean "default"?)',
     );
+  });
+});
+
+describe('defineState versions and migrations', () => {
+  const V1 = defineState({
+    name: field<string>(),
+    score: field<number>({ default: () => 0 }),
+  });
+  const step = { from: 1, to: 2, migrate: (s: Record<string, unknown>) => s };
+
+  it('a schema is version 1 with no migrations unless told; a version and its chain are kept', () => {
+    expect(V1.version).toBe(1);
+    expect(V1.migrations).toEqual([]);
+    const V3 = defineState(
+      { title: field<string>() },
+      {
+        version: 3,
+        migrations: [
+          { ...step, schema: V1 },
+          { from: 2, to: 3, migrate: (s) => s },
+        ],
+      },
+    );
+    expect(V3.version).toBe(3);
+    expect(V3.migrations.map((m) => [m.from, m.to, m.schema === V1])).toEqual([
+      [1, 2, true],
+      [2, 3, false],
+    ]);
+    // A chain may start later than version 1: older states are then not readable.
+    expect(
+      defineState({}, { version: 3, migrations: [{ from: 2, to: 3, migrate: (s) => s }] }).version,
+    ).toBe(3);
+  });
+
+  it('bad options are INVALID_ARGUMENT, never ignored', () => {
+    const bad: [unknown, string][] = [
+      [{ versoin: 2 }, 'defineState options: unknown key "versoin" (did you mean "version"?)'],
+      [{ version: 0 }, 'version must be a positive integer, got 0'],
+      [{ version: 1.5 }, 'version must be a positive integer, got 1.5'],
+      [{ version: '2' }, 'version must be a positive integer, got 2'],
+      [{ version: Number.POSITIVE_INFINITY }, 'version must be a positive integer'],
+      [{ version: 2, migrations: step }, 'migrations must be an array'],
+      [
+        { version: 3, migrations: [{ from: 1, to: 3, migrate: step.migrate }] },
+        'must go from 2 to 3, got 1→3',
+      ],
+      [
+        { version: 3, migrations: [{ from: 2, to: 3, migrate: step.migrate }, step] },
+        'migrations[0] must go from 1 to 2, got 2→3',
+      ],
+      [{ version: 3, migrations: [step] }, 'must go from 2 to 3, got 1→2'],
+      [
+        { version: 2, migrations: [{ from: 1, to: 2 }] },
+        'migrations[0].migrate must be a function',
+      ],
+      [{ version: 2, migrations: [{ ...step, migrat: 1 }] }, 'unknown key "migrat"'],
+      [{ version: 2, migrations: [null] }, 'migrations[0] must be an object'],
+      [{ version: 1, migrations: [step] }, '1 migrations go below version 1'],
+      [
+        { version: 2, migrations: [{ ...step, schema: {} }] },
+        'migrations[0].schema must be the defineState schema of version 1',
+      ],
+      [
+        { version: 3, migrations: [step, { from: 2, to: 3, migrate: step.migrate, schema: V1 }] },
+        'migrations[1].schema must be the defineState schema of version 2, got version 1',
+      ],
+      [null, 'defineState options must be an object'],
+    ];
+    for (const [options, message] of bad) {
+      let error: unknown;
+      try {
+        defineState({ a: field<string>() }, options as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(isCairnError(error, 'INVALID_ARGUMENT'), JSON.stringify(options)).toBe(true);
+      expect((error as Error).message).toContain(message);
+    }
+    expect(codeOf(() => defineState({ [SCHEMA_VERSION_KEY]: field() }))).toBe('INVALID_ARGUMENT');
+  });
+
+  it('migrateState runs the chain from the stored version, fills defaults and checks the result', () => {
+    const V2 = defineState(
+      {
+        title: field({ schema: z.string().min(1) }),
+        score: field<string>({ default: () => '0' }),
+        tags: field<string[]>({ default: () => [] }),
+      },
+      {
+        version: 2,
+        migrations: [
+          {
+            from: 1,
+            to: 2,
+            schema: V1,
+            migrate: ({ name, score, ...rest }) => ({ ...rest, title: name, score: String(score) }),
+          },
+        ],
+      },
+    );
+    const stored = { name: 'stones', score: 3 };
+    expect(migrateState(V2, stored, 1)).toEqual({ title: 'stones', score: '3', tags: [] });
+    expect(stored).toEqual({ name: 'stones', score: 3 }); // the migration got a copy
+    const same = { title: 'x', score: '1', tags: [] };
+    expect(migrateState(V2, same, 2)).toBe(same);
+    expect(codeOf(() => migrateState(V1, { name: 'x' }, 2))).toBe('SCHEMA_TOO_NEW');
+    const Later = defineState(
+      {},
+      { version: 3, migrations: [{ from: 2, to: 3, migrate: (s) => s }] },
+    );
+    expect(codeOf(() => migrateState(Later, {}, 1))).toBe('INVALID_ARGUMENT');
+    // A migration that leaves an old field, breaks a validator or returns no object.
+    const leaves = defineState({ title: field<string>() }, { version: 2, migrations: [step] });
+    expect(() => migrateState(leaves, { name: 'x' }, 1)).toThrow(
+      'returned "name", which is not a thread field',
+    );
+    expect(codeOf(() => migrateState(V2, { name: '' }, 1))).toBe('INVALID_UPDATE');
+    const nothing = defineState(
+      {},
+      { version: 2, migrations: [{ ...step, migrate: () => null as never }] },
+    );
+    expect(codeOf(() => migrateState(nothing, {}, 1))).toBe('INVALID_UPDATE');
   });
 });

@@ -46,6 +46,9 @@ export const REPLACE_EVERY_FIELD: StateSchema = {
         typeof key === 'string' && key !== '__proto__' ? replaceField : undefined,
     },
   ),
+  // Any stored schema version is shown as stored: this view has no shape to migrate to.
+  version: Number.POSITIVE_INFINITY,
+  migrations: [],
   keys: () => [],
   initial: () => ({}),
 };

@@ -106,6 +106,29 @@ describe('state without the application schema', () => {
     expect(at2.body.changes.map((c: { field: string }) => c.field).sort()).toEqual(['n', 'note']);
   });
 
+  it('shows a state stored under a later schema version as stored, without the version key', async () => {
+    // Written by an application whose schema is version 2 (its snapshots record the version).
+    const t = await store.createThread({ title: 'versioned', resourceId: 'schema-v2' });
+    const [m0, m1] = await store.addMessages([
+      { id: `${t.id}-a`, threadId: t.id, parentId: null, role: 'user', data: 'a' },
+      { id: `${t.id}-b`, threadId: t.id, parentId: `${t.id}-a`, role: 'user', data: 'b' },
+    ]);
+    const b = await store.createBranch({ threadId: t.id, name: 'main', headMessageId: m1!.id });
+    await store.appendStateCommit(
+      {
+        branchId: b.id,
+        messageId: m0!.id,
+        update: { title: 'x' },
+        snapshot: { title: 'x', $schemaVersion: 2 },
+      },
+      0,
+    );
+    await store.appendStateCommit({ branchId: b.id, messageId: m1!.id, update: { n: 1 } }, 1);
+    const { status, body } = await get(`/api/threads/${t.id}/messages/${m1!.id}/state`);
+    expect(status).toBe(200);
+    expect(body.state).toEqual({ title: 'x', n: 1 });
+  });
+
   it('compares two branches side by side', async () => {
     const { status, body } = await get(`/api/threads/${seeded.threadId}/compare?a=main&b=alt`);
     expect(status).toBe(200);

@@ -3,15 +3,16 @@ import {
   type Branch,
   CairnError,
   checkKeys,
+  type Fields,
   invalidArgument,
   type JsonObject,
   keysOf,
   type Message,
+  migrateState,
+  SCHEMA_VERSION_KEY,
   type StateCommit,
-  type StateOf,
   type StateSchema,
   type ThreadStateOf,
-  type UpdateOf,
 } from '@cairn/core';
 import type { Store } from '@cairn/store';
 
@@ -58,9 +59,17 @@ export function resolveSnapshotPolicy(p: SnapshotPolicy | undefined): ResolvedSn
 
 /** A branch's state as read from its commits, plus what the snapshot policy needs. */
 export interface LoadedState {
+  /** The state in the running schema's shape (migrated when it was stored by an older one). */
   state: JsonObject;
   /** The latest version included (0: no commit). */
   version: number;
+  /**
+   * The schema version the stored state at `version` was written under: the one its latest
+   * snapshot records (1 when it records none). The running schema's for a branch with no commit.
+   */
+  schemaVersion: number;
+  /** The stored state before migration (`state` itself when `schemaVersion` is the running one). */
+  stored: JsonObject;
   /** Commits replayed on top of the last snapshot (or of the initial state). */
   commitsSinceSnapshot: number;
   /** Bytes of those commits' updates. */
@@ -71,35 +80,152 @@ export interface LoadedState {
 
 export const jsonSize = (value: unknown): number => JSON.stringify(value).length;
 
+/**
+ * The snapshot to store for `state` under `schema`: the state itself for version 1 (stored
+ * as before schemas had versions), with the version recorded under `SCHEMA_VERSION_KEY` from 2 on.
+ */
+export function snapshotOf(schema: StateSchema<any>, state: JsonObject): JsonObject {
+  return schema.version === 1 ? state : { ...state, [SCHEMA_VERSION_KEY]: schema.version };
+}
+
+/** Whether the next commit must be a snapshot so that it records the running schema version. */
+export function needsVersionSnapshot(schema: StateSchema<any>, loaded: LoadedState): boolean {
+  return loaded.schemaVersion !== schema.version || (loaded.version === 0 && schema.version > 1);
+}
+
+/** A stored snapshot's schema version (1 when it records none) and its state. */
+function readSnapshot(snapshot: JsonObject): { schemaVersion: number; state: JsonObject } {
+  if (!Object.hasOwn(snapshot, SCHEMA_VERSION_KEY)) return { schemaVersion: 1, state: snapshot };
+  const { [SCHEMA_VERSION_KEY]: v, ...state } = snapshot;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) {
+    throw new CairnError('INVALID_UPDATE', `a stored snapshot records schema version ${String(v)}`);
+  }
+  return { schemaVersion: v, state };
+}
+
+/** The schema a state of version `v` was written under, when known: the running one, or a migration's. */
+function schemaOf(schema: StateSchema<any>, v: number): StateSchema<any> | undefined {
+  if (v === schema.version) return schema;
+  return schema.migrations.find((m) => m.from === v)?.schema;
+}
+
+/**
+ * `SCHEMA_TOO_NEW` when a commit's state was written under a schema version newer than the
+ * running one: this code would misread it, and its writes would corrupt it.
+ */
+function refuseNewer(schema: StateSchema<any>, v: number, c: StateCommit): void {
+  if (v <= schema.version) return;
+  throw new CairnError(
+    'SCHEMA_TOO_NEW',
+    `the state of thread ${c.threadId} (branch ${c.branchId}) was written by state schema version ${v}; this code has version ${schema.version}, so it neither reads nor writes it`,
+    {
+      details: {
+        found: v,
+        supported: schema.version,
+        threadId: c.threadId,
+        branchId: c.branchId,
+        version: c.version,
+      },
+    },
+  );
+}
+
+/**
+ * Applies one stored update written under schema version `v`: through that version's
+ * reducers when its schema is known (the running one, or a migration's `schema`); else each
+ * field through the running schema's reducer of that name (unvalidated), or replacing it
+ * when the running schema has no such field.
+ */
+function foldUpdate(
+  schema: StateSchema<any>,
+  v: number,
+  state: JsonObject,
+  update: JsonObject,
+): JsonObject {
+  const at = schemaOf(schema, v);
+  if (at) return applyUpdate(at, state, update, { scope: 'thread' }).state as JsonObject;
+  const next = { ...state };
+  for (const [name, value] of Object.entries(update)) {
+    if (value === undefined) continue;
+    const def = Object.hasOwn(schema.fields, name) ? (schema.fields as Fields)[name] : undefined;
+    if (def?.scope !== 'thread') {
+      next[name] = value;
+      continue;
+    }
+    try {
+      next[name] = def.reducer(Object.hasOwn(state, name) ? state[name] : undefined, value);
+    } catch (e) {
+      throw new CairnError(
+        'INVALID_UPDATE',
+        `a stored update of state schema version ${v} to field "${name}" does not fold with the reducer of version ${schema.version}; give the migration from version ${v} its schema`,
+        { cause: e, details: { field: name, found: v } },
+      );
+    }
+  }
+  return next;
+}
+
+/** The starting state of a branch first written under schema version `v`. */
+function initialOf(schema: StateSchema<any>, v: number): JsonObject {
+  return (schemaOf(schema, v)?.initial('thread') ?? {}) as JsonObject;
+}
+
 /** Applies stored commits (ascending) on top of a loaded state. */
 export function replay<S extends StateSchema<any>>(
   schema: S,
   base: LoadedState,
   commits: readonly StateCommit[],
 ): LoadedState {
-  let { state, version, commitsSinceSnapshot, bytesSinceSnapshot, snapshotBytes } = base;
+  let { stored, schemaVersion, version, commitsSinceSnapshot, bytesSinceSnapshot, snapshotBytes } =
+    base;
+  let changed = false;
   for (const c of commits) {
     if (c.version <= version) continue;
     if (c.snapshot) {
-      state = c.snapshot;
+      const read = readSnapshot(c.snapshot);
+      refuseNewer(schema, read.schemaVersion, c);
+      stored = read.state;
+      schemaVersion = read.schemaVersion;
       snapshotBytes = jsonSize(c.snapshot);
       commitsSinceSnapshot = 0;
       bytesSinceSnapshot = 0;
     } else {
-      state = applyUpdate(schema, state as StateOf<S>, c.update as UpdateOf<S>, { scope: 'thread' })
-        .state as JsonObject;
+      // A branch's first commit without a snapshot was written before schema versions were
+      // recorded, or under version 1 (a later version's first commit is always a snapshot).
+      if (version === 0 && schemaVersion !== 1) {
+        schemaVersion = 1;
+        stored = initialOf(schema, 1);
+      }
+      stored = foldUpdate(schema, schemaVersion, stored, c.update);
       commitsSinceSnapshot++;
       bytesSinceSnapshot += jsonSize(c.update);
     }
     version = c.version;
+    changed = true;
   }
-  return { state, version, commitsSinceSnapshot, bytesSinceSnapshot, snapshotBytes };
+  const state = !changed
+    ? base.state
+    : schemaVersion === schema.version
+      ? stored
+      : (migrateState(schema, stored, schemaVersion) as JsonObject);
+  return {
+    state,
+    version,
+    schemaVersion,
+    stored,
+    commitsSinceSnapshot,
+    bytesSinceSnapshot,
+    snapshotBytes,
+  };
 }
 
-export function initialLoaded(initial: JsonObject): LoadedState {
+/** A loaded state of no commit, or just written as a snapshot, of the running `schemaVersion`. */
+export function initialLoaded(initial: JsonObject, schemaVersion: number): LoadedState {
   return {
     state: initial,
     version: 0,
+    schemaVersion,
+    stored: initial,
     commitsSinceSnapshot: 0,
     bytesSinceSnapshot: 0,
     snapshotBytes: jsonSize(initial),
@@ -123,12 +249,13 @@ export async function readBranchState<S extends StateSchema<any>>(
     maxMessageDepth === undefined ? undefined : { maxMessageDepth },
   );
   if (!latest) return null;
-  if (latest.snapshot) return replay(schema, initialLoaded(initial), [latest]);
+  if (latest.snapshot) return replay(schema, initialLoaded(initial, schema.version), [latest]);
   const snap = await store.getLatestStateCommit(branchId, {
     withSnapshot: true,
     maxVersion: latest.version,
   });
-  const base = snap ? replay(schema, initialLoaded(initial), [snap]) : initialLoaded(initial);
+  const start = initialLoaded(initial, schema.version);
+  const base = snap ? replay(schema, start, [snap]) : start;
   const commits = await store.getStateCommits(branchId, {
     fromVersion: base.version + 1,
     toVersion: latest.version,
@@ -177,7 +304,7 @@ export async function readLineageState<S extends StateSchema<any>>(
     at = Math.min(at, fork.depth);
     b = await store.getBranchById(b.parentBranchId);
   }
-  return initialLoaded(initial);
+  return initialLoaded(initial, schema.version);
 }
 
 /**

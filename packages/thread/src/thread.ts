@@ -38,12 +38,14 @@ import {
   isOnChain,
   jsonSize,
   type LoadedState,
+  needsVersionSnapshot,
   type ResolvedSnapshotPolicy,
   readBranchState,
   readLineageState,
   replay,
   resolveSnapshotPolicy,
   type SnapshotPolicy,
+  snapshotOf,
   wantsSnapshot,
 } from './state-log.js';
 import { ThreadTurn } from './turn.js';
@@ -288,7 +290,7 @@ export class CairnThread<S extends StateSchema<any>> {
     this.#attempts = retryAttempts(options.maxRetries);
     this.#lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
     this.#branch = branch;
-    this.#loaded = initialLoaded(this.#initial());
+    this.#loaded = initialLoaded(this.#initial(), this.#schema.version);
   }
 
   /**
@@ -629,10 +631,14 @@ export class CairnThread<S extends StateSchema<any>> {
           },
         );
       }
+      // Its state is read first: a state this engine cannot read (SCHEMA_TOO_NEW) leaves
+      // the active branch as it was.
+      const loaded = await this.#loadBranch(b);
       const active = await this.#write(() => this.#store.setActiveBranch(b.id));
-      const loaded = await this.#loadBranch(active);
       this.#branch = active;
       this.#loaded = loaded;
+      // Commits made meanwhile were announced for a branch this engine was not on yet.
+      await this.#catchUp();
       this.#pending = [];
       this.#emit({
         kind: 'branch',
@@ -722,13 +728,16 @@ export class CairnThread<S extends StateSchema<any>> {
       });
       if (next.changed.length === 0) return { base, next, snapshot: false };
       updateBytes = jsonSize(clean);
-      const snapshot = wantsSnapshot(this.#policy, base, updateBytes);
+      // A state read from an older schema version is written whole, recording the running
+      // version: the commits after it are folded with this version's reducers.
+      const snapshot =
+        needsVersionSnapshot(this.#schema, base) || wantsSnapshot(this.#policy, base, updateBytes);
       await store.appendStateCommit(
         {
           branchId: this.#branch.id,
           messageId: this.#branch.headMessageId,
           update: clean,
-          snapshot: snapshot ? (next.state as JsonObject) : null,
+          snapshot: snapshot ? snapshotOf(this.#schema, next.state as JsonObject) : null,
         },
         base.version,
       );
@@ -753,9 +762,11 @@ export class CairnThread<S extends StateSchema<any>> {
         if (next.changed.length === 0) return next.changed;
         const state = next.state as JsonObject;
         this.#loaded = snapshot
-          ? { ...initialLoaded(state), version: base.version + 1 }
+          ? { ...initialLoaded(state, this.#schema.version), version: base.version + 1 }
           : {
               state,
+              stored: state,
+              schemaVersion: base.schemaVersion,
               version: base.version + 1,
               commitsSinceSnapshot: base.commitsSinceSnapshot + 1,
               bytesSinceSnapshot: base.bytesSinceSnapshot + updateBytes,
@@ -969,7 +980,12 @@ export class CairnThread<S extends StateSchema<any>> {
               activate: options.activate,
             });
             await tx.appendStateCommit(
-              { branchId: b.id, messageId: at?.id ?? null, update: {}, snapshot: forkState },
+              {
+                branchId: b.id,
+                messageId: at?.id ?? null,
+                update: {},
+                snapshot: snapshotOf(this.#schema, forkState),
+              },
               0,
             );
             return b;
@@ -980,7 +996,7 @@ export class CairnThread<S extends StateSchema<any>> {
     );
     if (options.activate) {
       this.#branch = created;
-      this.#loaded = { ...initialLoaded(forkState), version: 1 };
+      this.#loaded = { ...initialLoaded(forkState, this.#schema.version), version: 1 };
       this.#emit({
         kind: 'branch',
         threadId: this.#record.id,
@@ -1017,7 +1033,7 @@ export class CairnThread<S extends StateSchema<any>> {
       async () => {
         const loaded = await readBranchState(this.#store, this.#schema, b.id, this.#initial());
         if (loaded) return loaded;
-        if (b.parentBranchId === null) return initialLoaded(this.#initial());
+        if (b.parentBranchId === null) return initialLoaded(this.#initial(), this.#schema.version);
         const fork =
           b.forkMessageId === null ? null : await this.#store.getMessage(b.forkMessageId);
         const parent = await this.#store.getBranchById(b.parentBranchId);
@@ -1025,11 +1041,16 @@ export class CairnThread<S extends StateSchema<any>> {
           fork && parent ? (await this.#stateOnLineage(parent, fork.depth)).state : this.#initial();
         await this.#write(() =>
           this.#store.appendStateCommit(
-            { branchId: b.id, messageId: b.forkMessageId, update: {}, snapshot: state },
+            {
+              branchId: b.id,
+              messageId: b.forkMessageId,
+              update: {},
+              snapshot: snapshotOf(this.#schema, state),
+            },
             0,
           ),
         );
-        return { ...initialLoaded(state), version: 1 };
+        return { ...initialLoaded(state, this.#schema.version), version: 1 };
       },
       { attempts: this.#attempts },
     );
@@ -1047,7 +1068,10 @@ export class CairnThread<S extends StateSchema<any>> {
         from = i;
         break;
       }
-    const base = from > 0 || commits[0]!.snapshot ? initialLoaded(this.#initial()) : this.#loaded;
+    const base =
+      from > 0 || commits[0]!.snapshot
+        ? initialLoaded(this.#initial(), this.#schema.version)
+        : this.#loaded;
     this.#loaded = replay(this.#schema, base, commits.slice(from));
     return true;
   }

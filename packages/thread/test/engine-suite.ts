@@ -4,6 +4,7 @@ import type { TestStoreKind } from '@cairn/store/testing';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type CairnThread, openThread, stateAsOf, type ThreadEvent } from '../src/index.js';
 import { Research } from './schema.js';
+import { describeSchemaVersions } from './schema-versions.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -36,9 +37,13 @@ function beforeSave(store: Store, hook: () => unknown): Store {
 
 /**
  * The engine's behaviour on one store. Each store runs it with one line:
- * `describeThreadEngine({ name, create, destroy })`.
+ * `describeThreadEngine({ name, create, destroy })`. `storedThreads`: how many threads the
+ * schema-version test writes under v1 and reads under v2 (fewer on slower stores). Default 200.
  */
-export function describeThreadEngine(s: TestStoreKind): void {
+export function describeThreadEngine(
+  s: TestStoreKind,
+  options: { storedThreads?: number } = {},
+): void {
   describe.skipIf(Boolean(s.skip))(`@cairn/thread on ${s.name}`, () => {
     let store: Store;
     const open = (o: Partial<Parameters<typeof openThread<typeof Research>>[1]> = {}) =>
@@ -940,6 +945,8 @@ export function describeThreadEngine(s: TestStoreKind): void {
         await r2.release({ result: 'completed' });
       });
     });
+
+    describeSchemaVersions(() => store, options.storedThreads ?? 200);
 
     describe('events and version', () => {
       it('emits local events for own changes and relays other engines changes', async () => {

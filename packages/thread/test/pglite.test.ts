@@ -1,4 +1,5 @@
 import { pgliteTestStore } from '@cairn/store-postgres/testing';
 import { describeThreadEngine } from './engine-suite.js';
 
-describeThreadEngine(pgliteTestStore());
+// PGlite runs in this process: fewer stored threads keep its schema-version test fast.
+describeThreadEngine(pgliteTestStore(), { storedThreads: 8 });

@@ -1,4 +1,4 @@
 import { postgresServerTestStore } from '@cairn/store-postgres/testing';
 import { describeThreadEngine } from './engine-suite.js';
 
-describeThreadEngine(await postgresServerTestStore('thread'));
+describeThreadEngine(await postgresServerTestStore('thread'), { storedThreads: 100 });
