@@ -120,7 +120,7 @@ function extract() {
   }
   writeFileSync(
     join(root, 'vitest.config.mjs'),
-    `export default { test: { include: ${JSON.stringify(Object.keys(files))}, globals: true, setupFiles: ['./src/tests/setup.node.ts', './src/tests/matchers/setup.ts'], testTimeout: 30000, hookTimeout: 60000, fileParallelism: false } };\n`,
+    `export default { test: { include: ${JSON.stringify(Object.keys(files))}, globals: true, setupFiles: ['./src/tests/setup.node.ts', './src/tests/matchers/setup.ts'], testTimeout: 30000, hookTimeout: 60000, fileParallelism: true, maxWorkers: 4 } };\n`,
   );
   return { dir, root, files };
 }
