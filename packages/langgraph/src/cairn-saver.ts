@@ -376,10 +376,9 @@ export class CairnSaver extends BaseCheckpointSaver {
     if (thread && log) {
       const targetId = getCheckpointId(config) || log.latest;
       const remaining = new Set(channels);
-      let cur = targetId ? (log.checkpoints.get(targetId)?.parent ?? null) : null;
-      while (cur !== null && remaining.size > 0) {
-        const ancestor = log.checkpoints.get(cur);
-        if (!ancestor) break;
+      const parentId = targetId ? (log.checkpoints.get(targetId)?.parent ?? null) : null;
+      for (const ancestor of log.ancestry(parentId)) {
+        if (remaining.size === 0) break;
         const writes = log.writes(ancestor.id);
         for (let i = writes.length - 1; i >= 0; i--) {
           const w = writes[i]!;
@@ -394,7 +393,6 @@ export class CairnSaver extends BaseCheckpointSaver {
           seeds.set(channel, await this.#value(thread, r.r));
           remaining.delete(channel);
         }
-        cur = ancestor.parent;
       }
     }
     for (const channel of channels) {
@@ -429,29 +427,51 @@ export class CairnSaver extends BaseCheckpointSaver {
     const { channel_values: values, id: _id, ...rest } = checkpoint;
     const header = await this.#encode(rest);
     const meta = await this.#encode(metadata);
-    // A channel named in newVersions: its stored value, the elements of a message list, or 0 (absent).
+    // A channel's stored value, the elements of a message list, or 0 (absent).
     type Prepared = [string, string | number, { value: StoredValue } | { list: string[] } | 0];
-    const prepared: Prepared[] = await Promise.all(
-      Object.entries(newVersions).map(async ([channel, version]): Promise<Prepared> => {
-        const value = values?.[channel];
-        if (value === undefined) return [channel, version, 0];
-        if (this.#messageChannels.has(channel) && Array.isArray(value)) {
-          // Each element serialized on its own is byte-equal to its part of the whole list.
-          const items = await Promise.all(value.map((v) => this.serde.dumpsTyped(v)));
-          // Elements the serializer writes as bytes: the whole value is stored instead.
-          if (items.every(([type]) => type === 'json')) {
-            const list = items.map(([, b]) => (typeof b === 'string' ? b : decoder.decode(b)));
-            return [channel, version, { list }];
-          }
+    const prepare = async (channel: string, version: string | number): Promise<Prepared> => {
+      const value = values?.[channel];
+      if (value === undefined) return [channel, version, 0];
+      if (this.#messageChannels.has(channel) && Array.isArray(value)) {
+        // Each element serialized on its own is byte-equal to its part of the whole list.
+        const items = await Promise.all(value.map((v) => this.serde.dumpsTyped(v)));
+        // Elements the serializer writes as bytes: the whole value is stored instead.
+        if (items.every(([type]) => type === 'json')) {
+          const list = items.map(([, b]) => (typeof b === 'string' ? b : decoder.decode(b)));
+          return [channel, version, { list }];
         }
-        return [channel, version, { value: await this.#encode(value) }];
-      }),
+      }
+      return [channel, version, { value: await this.#encode(value) }];
+    };
+    const named: Prepared[] = await Promise.all(
+      Object.entries(newVersions).map(([channel, version]) => prepare(channel, version)),
     );
     const thread = this.#thread(threadId);
     const done = this.#append(thread, ns, async (log, tx) => {
-      const known = parent !== null && log.checkpoints.has(parent);
-      const base = known ? log.resolve(parent) : undefined;
-      const nodes = new NodeWriter(thread, known ? await this.#pool(thread, log, parent, tx) : []);
+      // A checkpoint put again under its id (LangGraph 1.4 does, with durability 'exit', to
+      // the checkpoint a resumed run started from) is updated in place: it keeps its parent
+      // and the values stored with it, and stores only what newVersions names on top.
+      const existing = log.checkpoints.get(checkpoint.id);
+      const parentId = existing ? existing.parent : parent === checkpoint.id ? null : parent;
+      const known = parentId !== null && log.checkpoints.has(parentId);
+      const base = known ? log.resolve(parentId) : undefined;
+      const current = existing ? log.resolve(existing.id) : base;
+      // A channel at a version its lineage does not hold (a `__copy__` fork, put with empty
+      // newVersions under its source's parent): its value is stored with this checkpoint.
+      const unnamed = Object.entries(checkpoint.channel_versions ?? {}).filter(
+        ([channel, version]) =>
+          !(channel in newVersions) &&
+          values?.[channel] !== undefined &&
+          current?.get(channel)?.v !== version,
+      );
+      const prepared = [
+        ...named,
+        ...(await Promise.all(unnamed.map(([channel, version]) => prepare(channel, version)))),
+      ];
+      const nodes = new NodeWriter(
+        thread,
+        known ? await this.#pool(thread, log, parentId, tx) : [],
+      );
       const vals = new Map<string, CheckpointRecord['vals'][number]>();
       // Message lists first: the values after them (the graph's input) chain after their heads.
       const heads = new Map<string, string | null>();
@@ -476,7 +496,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       }
       const headOf = (channel: string) => {
         const own = prepared.find(([c]) => c === channel);
-        if (!own) return listHead(base, channel);
+        if (!own) return listHead(current, channel);
         return own[2] !== 0 && 'list' in own[2] ? heads.get(channel)! : undefined;
       };
       for (const [channel, version, value] of prepared) {
@@ -489,10 +509,13 @@ export class CairnSaver extends BaseCheckpointSaver {
       const record: CheckpointRecord = {
         lg: 'checkpoint',
         id: checkpoint.id,
-        parent,
+        parent: parentId,
         header,
         meta,
-        vals: prepared.map(([channel]) => vals.get(channel)!),
+        vals: [
+          ...(existing?.vals.filter(([channel]) => !vals.has(channel)) ?? []),
+          ...prepared.map(([channel]) => vals.get(channel)!),
+        ],
         top: log.latest === null || checkpoint.id >= log.latest ? 1 : log.latest,
       };
       if (namespaceBranch(ns).startsWith(HASHED)) record.ns = ns;
@@ -832,17 +855,19 @@ export class CairnSaver extends BaseCheckpointSaver {
     for (let attempt = 0; attempt < 2; attempt++) {
       const ids: string[] = [];
       let cur: string | null = list.m;
-      while (cur !== null) {
+      // Bounded by the recorded length: a chain longer than that is not this list's.
+      while (cur !== null && ids.length <= list.n) {
         const node = thread.nodes.get(cur);
         if (!node) break;
         ids.push(cur);
         cur = node.parent;
       }
-      if (cur === null) {
+      if (cur === null || ids.length > list.n) {
         if (ids.length !== list.n) {
+          const has = cur === null ? `${ids.length}` : `more than ${list.n}`;
           throw new CairnError(
             'INVALID_UPDATE',
-            `message chain ${JSON.stringify(list.m)} has ${ids.length} messages, the checkpoint recorded ${list.n}`,
+            `message chain ${JSON.stringify(list.m)} has ${has} messages, the checkpoint recorded ${list.n}`,
           );
         }
         return ids.reverse();

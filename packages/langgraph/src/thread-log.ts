@@ -1,4 +1,4 @@
-import type { JsonValue } from '@cairn/core';
+import { CairnError, type JsonValue } from '@cairn/core';
 import { compareWritesSortKeys, writesSortKey } from '@langchain/langgraph-checkpoint';
 
 /**
@@ -104,8 +104,19 @@ export class NamespaceLog {
     this.version = version;
     if (record.ns !== undefined) this.recordedNs ??= record.ns;
     if (record.lg === 'checkpoint') {
+      const old = this.checkpoints.get(record.id);
+      // Earlier releases stored a checkpoint put again under its own id (LangGraph 1.4,
+      // durability 'exit') as its own parent, without values: it keeps the old record's.
+      if (record.parent === record.id) {
+        const vals = record.vals.map(([channel]) => channel);
+        record = {
+          ...record,
+          parent: old?.parent ?? null,
+          vals: [...(old?.vals.filter(([c]) => !vals.includes(c)) ?? []), ...record.vals],
+        };
+      }
       // A checkpoint stored again under its id replaces the old one; what its descendants resolved may change.
-      if (this.checkpoints.has(record.id)) this.#resolved = new Map();
+      if (old) this.#resolved = new Map();
       this.checkpoints.set(record.id, record);
       if (record.parent !== null) {
         const siblings = this.#children.get(record.parent) ?? new Set<string>();
@@ -157,6 +168,27 @@ export class NamespaceLog {
   }
 
   /**
+   * Marks a checkpoint seen on a walk up its parents: a checkpoint met twice is a cycle in the
+   * log, an error rather than a walk that never ends.
+   */
+  #visit(seen: Set<string>, id: string): void {
+    if (seen.has(id)) throw parentCycle(this.ns, id);
+    seen.add(id);
+  }
+
+  /** The checkpoint ids from one up its parents (itself first), stopping at one not in the log. */
+  *ancestry(id: string | null): Generator<CheckpointRecord> {
+    const seen = new Set<string>();
+    for (let cur = id; cur !== null; ) {
+      const record = this.checkpoints.get(cur);
+      if (!record) return;
+      this.#visit(seen, cur);
+      yield record;
+      cur = record.parent;
+    }
+  }
+
+  /**
    * What each channel holds at a checkpoint: the nearest value stored for it on the
    * checkpoint's own lineage (itself, then its parent, ...), with the version it was stored at.
    */
@@ -164,12 +196,14 @@ export class NamespaceLog {
     const known = this.#resolved.get(id);
     if (known) return known;
     const path: CheckpointRecord[] = [];
+    const seen = new Set<string>();
     let base: Map<string, Resolved> | undefined;
     for (let cur: string | null = id; cur !== null; ) {
       base = this.#resolved.get(cur);
       if (base) break;
       const record = this.checkpoints.get(cur);
       if (!record) break;
+      this.#visit(seen, cur);
       path.push(record);
       cur = record.parent;
     }
@@ -182,6 +216,13 @@ export class NamespaceLog {
     }
     return map;
   }
+}
+
+function parentCycle(ns: string, id: string): CairnError {
+  return new CairnError(
+    'INVALID_UPDATE',
+    `the checkpoint log of namespace ${JSON.stringify(ns)} has a cycle: checkpoint ${JSON.stringify(id)} is its own ancestor`,
+  );
 }
 
 /**
@@ -232,7 +273,12 @@ export function tailCovers(
   if ((v ?? 0) < 4) return 'all';
   if (record.wf !== undefined && from > record.wf) return 'more';
   const remaining = new Set(Object.keys(channel_versions ?? {}));
+  const seen = new Set<string>();
   for (let cur: CheckpointRecord | undefined = record; remaining.size > 0; ) {
+    // A cycle (an earlier release's record of a checkpoint put again, its own parent): the
+    // whole log, folded, mends it.
+    if (seen.has(cur.id) || cur.parent === cur.id) return 'all';
+    seen.add(cur.id);
     for (const [channel] of cur.vals) remaining.delete(channel);
     if (remaining.size === 0 || cur.parent === null) break;
     cur = newest.get(cur.parent);
