@@ -3,12 +3,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@cairn/core';
-import type { NewMessage, Store } from '@cairn/store';
+import type { Store } from '@cairn/store';
 import { createPostgresStore } from '@cairn/store-postgres';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { type Case, type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
+import { chainRows } from '../messages.js';
 import { POSTGRES_URL, postgresUnreachable } from '../postgres.js';
 
 /** The message of the finding (F9): 20 MB of data in one message. */
@@ -21,17 +22,6 @@ const SINGLES = 100;
 /** `BIG_BYTES` of base64 of random bytes, as an image or file in a message would be: it does not compress. */
 function bigText(): string {
   return randomBytes((BIG_BYTES / 4) * 3).toString('base64');
-}
-
-function chain(threadId: string, n: number, parentId: string | null = null): NewMessage[] {
-  const ids = Array.from({ length: n }, () => newId());
-  return ids.map((id, i) => ({
-    id,
-    threadId,
-    parentId: i === 0 ? parentId : ids[i - 1]!,
-    role: i % 2 === 0 ? 'user' : 'assistant',
-    data: { text: `message ${i}: the quick brown fox jumps over the lazy dog`, i },
-  }));
 }
 
 /** A store kind: how to open a fresh one, and how to throw it away. */
@@ -50,7 +40,7 @@ interface Kind {
 async function prepared(kind: Kind, big: boolean): Promise<{ store: Store; ids: string[] }> {
   const store = await kind.open();
   const base = (await store.createThread({})).id;
-  const rows = chain(base, BASE);
+  const rows = chainRows(base, BASE);
   await store.addMessages(rows);
   // Both sides make the large text, so that collecting it is garbage on both.
   const data = { text: bigText() };
@@ -84,7 +74,7 @@ const range = (xs: number[]) => `${Math.min(...xs).toFixed(1)}–${Math.max(...x
 const WORK: Array<{ name: string; run: (s: Store, ids: string[]) => Promise<unknown> }> = [
   {
     name: `a ${BATCH.toLocaleString('en')}-message batch (one addMessages) in a new thread`,
-    run: async (s) => s.addMessages(chain((await s.createThread({})).id, BATCH)),
+    run: async (s) => s.addMessages(chainRows((await s.createThread({})).id, BATCH)),
   },
   {
     name: `${SINGLES} single-message saves (addMessages of one) in a new thread`,
@@ -92,7 +82,7 @@ const WORK: Array<{ name: string; run: (s: Store, ids: string[]) => Promise<unkn
       const threadId = (await s.createThread({})).id;
       let parentId: string | null = null;
       for (let i = 0; i < SINGLES; i++) {
-        const [m] = await s.addMessages(chain(threadId, 1, parentId));
+        const [m] = await s.addMessages(chainRows(threadId, 1, parentId));
         parentId = m!.id;
       }
     },

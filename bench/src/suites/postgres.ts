@@ -5,27 +5,9 @@ import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import pg from 'pg';
 import { type Comparison, compare, comparisonTable, median, type Suite } from '../harness.js';
+import { chainRows, type Row } from '../messages.js';
 import { postgresUnreachable, POSTGRES_URL as URL } from '../postgres.js';
 import { clusteredVectors, rng } from '../random.js';
-
-interface Row {
-  id: string;
-  threadId: string;
-  parentId: string | null;
-  role: string;
-  data: { text: string; i: number };
-}
-
-function chainRows(threadId: string, n: number, parentId: string | null): Row[] {
-  const ids = Array.from({ length: n }, () => newId());
-  return ids.map((id, i) => ({
-    id,
-    threadId,
-    parentId: i === 0 ? parentId : ids[i - 1]!,
-    role: i % 2 === 0 ? 'user' : 'assistant',
-    data: { text: `message ${i}: the quick brown fox jumps over the lazy dog`, i },
-  }));
-}
 
 /** Raw pg, the ceiling: the same rows through plain statements on a pool of its own. */
 async function serverRows(log: (line: string) => void): Promise<Comparison[]> {

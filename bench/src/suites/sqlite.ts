@@ -14,6 +14,7 @@ import {
   measure,
   type Suite,
 } from '../harness.js';
+import { chainRows, type Row } from '../messages.js';
 import { rng } from '../random.js';
 import { rawSqliteChain } from '../sqlite-chain.js';
 
@@ -28,25 +29,6 @@ function rawDb(path: string): Database.Database {
 const BARE_TABLE = `CREATE TABLE IF NOT EXISTS bare (
   id TEXT PRIMARY KEY, thread_id TEXT, parent_id TEXT, role TEXT, type TEXT, data TEXT, created_at INTEGER, depth INTEGER
 )`;
-
-interface Row {
-  id: string;
-  threadId: string;
-  parentId: string | null;
-  role: string;
-  data: { text: string; i: number };
-}
-
-function chainRows(threadId: string, n: number, parentId: string | null = null): Row[] {
-  const ids = Array.from({ length: n }, () => newId());
-  return ids.map((id, i) => ({
-    id,
-    threadId,
-    parentId: i === 0 ? parentId : ids[i - 1]!,
-    role: i % 2 === 0 ? 'user' : 'assistant',
-    data: { text: `message ${i}: the quick brown fox jumps over the lazy dog`, i },
-  }));
-}
 
 async function appendChain(store: Store, threadId: string, n: number): Promise<string> {
   let parent: string | null = null;
