@@ -22,6 +22,8 @@ export class HeldClaim {
   readonly #control = new AbortController();
   #item: ClaimedItem;
   #timer: ReturnType<typeof setInterval> | null = null;
+  /** The claim was found taken over or gone (also after the run was stopped for another reason). */
+  #lost = false;
   #stopListening: (() => void) | null = null;
 
   constructor(ctx: ServerContext, item: ClaimedItem) {
@@ -56,9 +58,14 @@ export class HeldClaim {
     return this.#item.value.claim!.expires_at - this.#ctx.queue.leaseMs / 5;
   }
 
+  /** The claim may have lapsed: another worker may hold the run now. */
+  get lapsed(): boolean {
+    return this.#lost || this.signal.reason === 'lost' || Date.now() >= this.#deadline;
+  }
+
   /** Throws `ClaimLost` (and stops the run) once the claim may have lapsed. */
   assertHeld(): void {
-    if (this.signal.reason === 'lost' || Date.now() >= this.#deadline) {
+    if (this.lapsed) {
       this.stop('lost');
       throw new ClaimLost(this.#item.value.run_id);
     }
@@ -86,6 +93,7 @@ export class HeldClaim {
     if (this.signal.reason === 'lost') return;
     const renewed = await this.#ctx.queue.renew(this.#item).catch(() => this.#item);
     if (renewed === null) {
+      this.#lost = true;
       this.stop('lost');
       return;
     }

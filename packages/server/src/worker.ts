@@ -263,6 +263,7 @@ export class Worker {
     await held.start();
     const writer = await ctx.log.writer(runId, attempt > 1);
     let status: RunStatus = 'success';
+    let lost = false;
     try {
       const latest = run.kwargs.temporary
         ? undefined
@@ -301,7 +302,14 @@ export class Worker {
         // first; then the thread goes back to where the run found it.
         if (held.signal.reason === 'rollback' && began && !run.kwargs.temporary) {
           await checkpointer?.settle();
-          await this.#rollBack(run, began.checkpoint_id);
+          // Only while the claim surely holds: once it lapsed, the worker that takes the
+          // run over rolls it back, and a late undo here could wipe the runs after it.
+          try {
+            await this.#rollBack(run, began.checkpoint_id, () => held.assertHeld());
+          } catch (e) {
+            if (!(e instanceof ClaimLost)) throw e;
+            lost = true;
+          }
         }
       }
     } catch (e) {
@@ -316,7 +324,7 @@ export class Worker {
       this.#held.delete(held);
     }
     const reason = held.signal.reason as StopReason | undefined;
-    if (reason === 'lost') return; // another worker has the run now; it finishes it.
+    if (reason === 'lost' || lost) return; // another worker has the run now; it finishes it.
     if (reason === 'shutdown') {
       await writer.flush().catch(() => undefined);
       await ctx.queue.release(held.item).catch(() => undefined);
@@ -332,8 +340,9 @@ export class Worker {
    * one it began from (a new checkpoint; the run's own stay in the history as a fork), or
    * the thread's checkpoints go when the run was its first.
    */
-  async #rollBack(run: Run, from: string | null): Promise<void> {
+  async #rollBack(run: Run, from: string | null, assertHeld: () => void): Promise<void> {
     const saver = this.ctx.saver;
+    assertHeld();
     if (from === null) {
       await saver.deleteThread(run.thread_id);
       return;
@@ -345,6 +354,7 @@ export class Worker {
     if (!tuple || latest?.checkpoint.id === from) return; // nothing written since
     const { uuid6 } = await import('@langchain/langgraph-checkpoint');
     const checkpoint = { ...tuple.checkpoint, id: uuid6(-3), ts: new Date().toISOString() };
+    assertHeld();
     await saver.put(
       latest?.config ?? start,
       checkpoint,
