@@ -456,10 +456,14 @@ export class CairnSaver extends BaseCheckpointSaver {
       const known = parentId !== null && log.checkpoints.has(parentId);
       const base = known ? log.resolve(parentId) : undefined;
       const current = existing ? log.resolve(existing.id) : base;
-      // A channel at a version its lineage does not hold (a `__copy__` fork, put with empty
-      // newVersions under its source's parent): its value is stored with this checkpoint.
+      // A `__copy__` fork (metadata source `fork`) is put with empty newVersions under its
+      // source's parent: a channel at a version its lineage does not hold has its value
+      // stored with the copy. Any other put stores only what newVersions names (the
+      // checkpoint contract's delta rule).
+      const copy = metadata?.source === 'fork';
       const unnamed = Object.entries(checkpoint.channel_versions ?? {}).filter(
         ([channel, version]) =>
+          copy &&
           !(channel in newVersions) &&
           values?.[channel] !== undefined &&
           current?.get(channel)?.v !== version,
