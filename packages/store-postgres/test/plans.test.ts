@@ -112,6 +112,8 @@ async function workload(store: Store, agentId: string): Promise<void> {
   await store.deleteEntries('c', { group: thread.id });
   await store.exportThread(thread.id);
   await store.getThread(thread.id);
+  await store.isThreadIdle(thread.id, Date.now() - 60_000);
+  await store.listMemories({ agentId, metadataPrefix: { path: [thread.id] } });
   await store.updateThread(thread.id, { title: 'read' });
   // Deletes on a thread of their own: the one above stays for the reads to be re-run on.
   const gone = await store.createThread({});
