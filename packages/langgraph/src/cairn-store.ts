@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import {
   checkKeys,
   invalidArgument,
+  isCairnError,
   type JsonObject,
   type JsonValue,
   jsonEqual,
@@ -46,6 +47,8 @@ export interface CairnStoreOptions {
 
 const PAGE = 10_000;
 const SEARCH_MAX = 1000;
+/** How often a batch of puts runs again after losing a race for an id to a concurrent write. */
+const MAX_ATTEMPTS = 10;
 /** The most labels a namespace prefix can have for the store to apply it in its query (`filter.metadataPrefix`). */
 const MAX_PREFIX_LABELS = 100;
 const OPERATORS = new Set(['$eq', '$ne', '$gt', '$gte', '$lt', '$lte', '$in', '$nin', '$exists']);
@@ -389,6 +392,26 @@ export class CairnStore extends BaseStore {
     }
     const ids = ops.map((op) => this.#id(op.namespace, op.key));
     const now = Date.now();
+    // A put is an upsert: one that found an id missing and lost the insert to a concurrent
+    // put (CONFLICT), or found it present and lost it to a concurrent delete (NOT_FOUND),
+    // runs again and sees the other's write. Nothing of a failed attempt was written.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#writeAll(ops, ids, vectors, texts, now);
+      } catch (e) {
+        const raced = isCairnError(e, 'CONFLICT') || isCairnError(e, 'NOT_FOUND');
+        if (!raced || attempt >= MAX_ATTEMPTS) throw e;
+      }
+    }
+  }
+
+  async #writeAll(
+    ops: PutOperation[],
+    ids: string[],
+    vectors: Array<number[] | null>,
+    texts: Array<string | null>,
+    now: number,
+  ): Promise<void> {
     await this.#store.transaction(async (tx) => {
       const existing = new Set<string>();
       for (let i = 0; i < ids.length; i += PAGE) {

@@ -309,6 +309,37 @@ describe('CairnStore', () => {
     }
   });
 
+  for (const kind of kinds) {
+    it.skipIf(kind.skip)(
+      `puts of one new key side by side all succeed, last one wins, on ${kind.name}`,
+      async () => {
+        // Every run of a graph that writes a shared key does this at once (LangGraph's API
+        // tests run them concurrently): each put found the key missing and inserted it.
+        const db = await kind.open();
+        try {
+          const stores = [new CairnStore(db.store), new CairnStore(await db.reopen())];
+          for (let round = 0; round < 5; round++) {
+            const key = `k${round}`;
+            const values = Array.from({ length: 8 }, (_, i) => ({ n: i }));
+            const results = await Promise.allSettled(
+              values.map((v, i) =>
+                i % 3 === 2
+                  ? stores[i % 2]!.delete(['shared'], key)
+                  : stores[i % 2]!.put(['shared'], key, v),
+              ),
+            );
+            expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
+            const items = await stores[0]!.search(['shared']);
+            expect(items.filter((i) => i.key === key).length).toBeLessThanOrEqual(1);
+          }
+        } finally {
+          await db.dispose();
+        }
+      },
+      60_000,
+    );
+  }
+
   it('rejects a batch with an empty namespace as InMemoryStore does (F14)', async () => {
     const db = await kinds[0]!.open();
     for (const store of [new InMemoryStore(), new CairnStore(db.store)]) {
