@@ -61,6 +61,40 @@ export interface CairnSaverOptions {
   cachedThreads?: number;
 }
 
+/** `CairnSaver.prune`'s options. */
+export interface PruneOptions {
+  /**
+   * `'keep_latest'` (the default) keeps the newest checkpoint of each namespace, its pending
+   * writes and the messages they use; `'delete'` removes the threads' checkpoints entirely.
+   */
+  strategy?: 'keep_latest' | 'delete';
+}
+
+/** What `CairnSaver.prune` freed, summed over the threads. */
+export interface PruneResult {
+  /** Checkpoints removed. */
+  checkpoints: number;
+  /** Pending writes removed (one per task, channel and index). */
+  writes: number;
+  /** Message nodes removed from the store. */
+  messages: number;
+}
+
+const STRATEGIES = ['keep_latest', 'delete'] as const;
+
+/** `prune(threadIds, options)`'s arguments: `INVALID_ARGUMENT` naming what is wrong. */
+function checkPruneArguments(threadIds: unknown, options: PruneOptions): void {
+  if (!Array.isArray(threadIds) || !threadIds.every((id) => typeof id === 'string' && id !== ''))
+    throw invalidArgument(
+      `prune: threadIds must be an array of thread ids, got ${JSON.stringify(threadIds)}`,
+    );
+  checkKeys(options, 'prune options', keysOf<PruneOptions>()(['strategy']));
+  if (options.strategy !== undefined && !STRATEGIES.includes(options.strategy))
+    throw invalidArgument(
+      `prune: strategy must be 'keep_latest' or 'delete', got ${JSON.stringify(options.strategy)}`,
+    );
+}
+
 /** `new CairnSaver(store, options)`'s arguments: `INVALID_ARGUMENT` naming what is wrong. */
 function checkSaverArguments(store: unknown, options: CairnSaverOptions): void {
   checkStore(store, 'new CairnSaver: the first argument');
@@ -615,6 +649,233 @@ export class CairnSaver extends BaseCheckpointSaver {
     this.#threads.delete(thread.id);
   }
 
+  /**
+   * Frees the storage of old checkpoints, the shape of LangGraph Python savers' `prune`.
+   * `'delete'` removes the threads (as `deleteThread`). `'keep_latest'` keeps, in each
+   * checkpoint namespace, only the newest checkpoint (what `getTuple` without a
+   * `checkpoint_id` returns) and its pending writes, so a pending `interrupt()` resumes
+   * with `Command({ resume })` and tasks that finished in its step do not run again.
+   *
+   * The kept checkpoint is rewritten with every channel value stored with it, so its
+   * values no longer depend on its ancestors; `getTuple` returns it exactly as before,
+   * `parentConfig` included (it names the parent, which is no longer stored, as Python's
+   * savers do). A namespace whose newest checkpoint reads values from its ancestors (a
+   * `DeltaChannel` since its last snapshot, or a checkpoint format before v4, whose sends
+   * are in its parent's writes) keeps that checkpoint's whole lineage, and drops only other
+   * forks. Message nodes no kept checkpoint, write, app branch, named checkpoint or turn
+   * uses are removed.
+   *
+   * Each thread is rewritten in one transaction (its branches locked, then the thread
+   * exported, deleted and restored compactly, so a failure leaves it as it was); its
+   * namespace branches get new ids, so a saver in another process that had the old log
+   * cached reads the new one. A thread that is not the saver's, or is absent, is left
+   * alone; one with nothing to free is not written. Subscribers of a rewritten thread see
+   * it deleted and written again.
+   *
+   * @example
+   * ```ts
+   * const freed = await checkpointer.prune(['user-1'], { strategy: 'keep_latest' });
+   * console.log(freed); // { checkpoints: 12, writes: 30, messages: 4 }
+   * ```
+   */
+  async prune(threadIds: string[], options: PruneOptions = {}): Promise<PruneResult> {
+    checkPruneArguments(threadIds, options);
+    const strategy = options.strategy ?? 'keep_latest';
+    const freed: PruneResult = { checkpoints: 0, writes: 0, messages: 0 };
+    for (const id of new Set(threadIds)) {
+      const thread = this.#thread(id);
+      await thread.lock.run(async () => {
+        try {
+          const done = await this.#store.transaction((tx) => this.#prune(tx, id, strategy));
+          freed.checkpoints += done.checkpoints;
+          freed.writes += done.writes;
+          freed.messages += done.messages;
+        } finally {
+          thread.spaces.clear();
+          thread.nodes.clear();
+        }
+      });
+      if (strategy === 'delete') this.#threads.delete(id);
+    }
+    return freed;
+  }
+
+  /** One thread of `prune`, inside its transaction. */
+  async #prune(
+    tx: Store,
+    threadId: string,
+    strategy: 'keep_latest' | 'delete',
+  ): Promise<PruneResult> {
+    const none = { checkpoints: 0, writes: 0, messages: 0 };
+    if (!isSaverThread(await tx.getThread(threadId))) return none;
+    // Writers of other processes wait until the thread is rewritten, then find its branches gone.
+    for (const b of await tx.listBranches(threadId)) await tx.lockBranch(b.id);
+    const records = await tx.exportThread(threadId);
+    if (!records) return none;
+    const commits = new Map<string, StateCommit[]>();
+    for (const c of records.stateCommits) {
+      commits.set(c.branchId, [...(commits.get(c.branchId) ?? []), c]);
+    }
+    const spaces: NamespaceLog[] = [];
+    for (const b of records.branches) {
+      const ns = namespaceOf(b.name);
+      if (ns === null) continue;
+      const log = new NamespaceLog(ns === HASHED ? '' : ns, b.id, b.headMessageId);
+      for (const c of commits.get(b.id) ?? [])
+        log.fold(c.version, c.update as unknown as LogRecord);
+      if (ns === HASHED) log.ns = log.recordedNs ?? '';
+      spaces.push(log);
+    }
+    const countWrites = (log: NamespaceLog, ids: Iterable<string>) =>
+      [...ids].reduce((n, id) => n + log.writes(id).length, 0);
+    const before = {
+      checkpoints: spaces.reduce((n, log) => n + log.checkpoints.size, 0),
+      writes: spaces.reduce((n, log) => n + countWrites(log, log.written()), 0),
+      messages: records.messages.length,
+    };
+    if (strategy === 'delete') {
+      await tx.deleteThread(threadId);
+      return before;
+    }
+    // The compact log of each namespace branch, and the messages what is kept refers to.
+    const logs = new Map<string, { records: LogRecord[]; head: string | null }>();
+    const used = new Set<string>();
+    const useValue = (value: StoredValue) => {
+      for (const [, ids] of value[2] ?? []) for (const m of [ids].flat()) used.add(m);
+    };
+    let kept = { checkpoints: 0, writes: 0 };
+    for (const log of spaces) {
+      const out: LogRecord[] = [];
+      const latest = log.latest;
+      const keep: CheckpointRecord[] = [];
+      if (latest !== null) {
+        const record = log.checkpoints.get(latest)!;
+        if (await this.#readsAncestors(record)) keep.push(...[...log.ancestry(latest)].reverse());
+        else keep.push({ ...record, vals: await this.#allValues(log, record) });
+      }
+      // Writes stored before their checkpoint (a put still coming from another process).
+      const early = log.written().filter((id) => !log.checkpoints.has(id) && id > (latest ?? ''));
+      // The checkpoints first, oldest first, then their writes: no record needs `wf`.
+      for (const record of keep) {
+        const { wf: _wf, ...rest } = record;
+        out.push({ ...rest, top: record.id === latest ? 1 : latest! });
+      }
+      for (const id of [...keep.map((r) => r.id), ...early]) {
+        const byTask = new Map<string, WritesRecord>();
+        for (const w of log.writes(id)) {
+          const key = `${w.task}\u0000${w.path}`;
+          let record = byTask.get(key);
+          if (!record) {
+            record = { lg: 'writes', cp: id, task: w.task, path: w.path, items: [] };
+            if (log.recordedNs !== undefined) record.ns = log.recordedNs;
+            byTask.set(key, record);
+            out.push(record);
+          }
+          record.items.push([w.idx, w.channel, w.value]);
+          useValue(w.value);
+        }
+      }
+      for (const record of keep) {
+        for (const [, , r] of record.vals) {
+          if (r !== 0 && isStoredList(r)) {
+            if (r.m !== null) used.add(r.m);
+          } else if (r !== 0) useValue(r);
+        }
+      }
+      kept = {
+        checkpoints: kept.checkpoints + keep.length,
+        writes: kept.writes + countWrites(log, [...keep.map((r) => r.id), ...early]),
+      };
+      const resolved = latest === null ? undefined : log.resolve(latest);
+      const head = listHead(resolved, [...this.#messageChannels][0]!) ?? null;
+      if (head !== null) used.add(head);
+      logs.set(log.branchId, { records: out, head });
+    }
+    // What the app keeps on the thread: its branches, their commits, named checkpoints, turns.
+    for (const b of records.branches) {
+      if (logs.has(b.id)) continue;
+      if (b.headMessageId !== null) used.add(b.headMessageId);
+      for (const c of commits.get(b.id) ?? []) if (c.messageId !== null) used.add(c.messageId);
+    }
+    for (const c of records.checkpoints) used.add(c.messageId);
+    for (const t of records.turns) if (t.messageId !== null) used.add(t.messageId);
+    const parents = new Map(records.messages.map((m) => [m.id, m.parentId]));
+    const needed = new Set<string>();
+    for (const id of used) {
+      for (let cur: string | null | undefined = id; cur && !needed.has(cur); cur = parents.get(cur))
+        needed.add(cur);
+    }
+    const freed = {
+      checkpoints: before.checkpoints - kept.checkpoints,
+      writes: before.writes - kept.writes,
+      messages: before.messages - needed.size,
+    };
+    if (freed.checkpoints === 0 && freed.writes === 0 && freed.messages === 0) return none;
+    const ids = new Map([...logs.keys()].map((id) => [id, newId()]));
+    const stateCommits: StateCommit[] = [];
+    for (const b of records.branches) {
+      const log = logs.get(b.id);
+      const original = commits.get(b.id) ?? [];
+      if (!log) {
+        stateCommits.push(...original);
+        continue;
+      }
+      const createdAt = original[original.length - 1]?.createdAt ?? records.thread.createdAt;
+      log.records.forEach((record, i) => {
+        const latest = record.lg === 'checkpoint' && record.top === 1;
+        stateCommits.push({
+          branchId: ids.get(b.id)!,
+          threadId,
+          version: i + 1,
+          messageId: latest ? log.head : null,
+          messageDepth: null,
+          update: record as unknown as JsonObject,
+          snapshot: null,
+          createdAt,
+        });
+      });
+    }
+    await tx.deleteThread(threadId);
+    await tx.restoreThread({
+      ...records,
+      messages: records.messages.filter((m) => needed.has(m.id)),
+      branches: records.branches.map((b) =>
+        logs.has(b.id) ? { ...b, id: ids.get(b.id)!, headMessageId: logs.get(b.id)!.head } : b,
+      ),
+      stateCommits,
+    });
+    return freed;
+  }
+
+  /**
+   * Whether a checkpoint's values are read from its ancestors as well as its own records: a
+   * `DeltaChannel` written since its last snapshot (LangGraph replays the ancestors' writes),
+   * or a checkpoint before v4 (its sends are its parent's writes).
+   */
+  async #readsAncestors(record: CheckpointRecord): Promise<boolean> {
+    const [type, header] = record.header;
+    const v =
+      type === 'json'
+        ? (header as { v?: number }).v
+        : ((await this.#decode(record.header)) as Checkpoint).v;
+    if ((v ?? 0) < 4) return true;
+    const meta = (await this.#decode(record.meta)) as { counters_since_delta_snapshot?: object };
+    const counters = meta?.counters_since_delta_snapshot;
+    return typeof counters === 'object' && counters !== null && Object.keys(counters).length > 0;
+  }
+
+  /**
+   * A checkpoint's values as `vals` of its own: every channel of its `channel_versions`, with
+   * what its lineage resolves it to at that version, or 0 (what `#tuple` leaves out).
+   */
+  async #allValues(log: NamespaceLog, record: CheckpointRecord): Promise<CheckpointRecord['vals']> {
+    const resolved = log.resolve(record.id);
+    return Object.entries(await this.#channelVersions(record)).map(([channel, version]) => {
+      const r = resolved.get(channel);
+      return [channel, version, r && r.v === version ? r.r : 0];
+    });
+  }
+
   // ------------------------------------------------------------------ internals
 
   /**
@@ -744,7 +1005,8 @@ export class CairnSaver extends BaseCheckpointSaver {
       }
     } catch (e) {
       if (!isCairnError(e, 'NOT_FOUND')) throw e;
-      return undefined;
+      // The branch went meanwhile (deleted, or rewritten by `prune`): read it afresh.
+      return 'all';
     }
     if (covered === 'all' && from > 1) return 'all';
     const log = new NamespaceLog(ns, branch.id, branch.headMessageId);
@@ -841,8 +1103,10 @@ export class CairnSaver extends BaseCheckpointSaver {
           if (done.planned.messageId !== null) log.head = done.planned.messageId;
           return;
         } catch (e) {
-          if (!isCairnError(e, 'CONFLICT') || attempt >= MAX_ATTEMPTS) throw e;
-          // Another writer moved the log or the branch head: read both again.
+          const retry = isCairnError(e, 'CONFLICT') || isCairnError(e, 'NOT_FOUND');
+          if (!retry || attempt >= MAX_ATTEMPTS) throw e;
+          // Another writer moved the log or the branch head, or `prune` rewrote the thread
+          // (its branches are new): read both again.
           thread.spaces.delete(ns);
         }
       }

@@ -1,2 +1,8 @@
-export { CairnSaver, type CairnSaverOptions, namespaceBranch } from './cairn-saver.js';
+export {
+  CairnSaver,
+  type CairnSaverOptions,
+  namespaceBranch,
+  type PruneOptions,
+  type PruneResult,
+} from './cairn-saver.js';
 export { CairnStore, type CairnStoreOptions } from './cairn-store.js';

@@ -147,6 +147,11 @@ export class NamespaceLog {
     return this.#firstWrites.get(checkpointId);
   }
 
+  /** The ids of the checkpoints that have pending writes (stored or not yet). */
+  written(): string[] {
+    return [...this.#writes.keys()];
+  }
+
   hasWrite(checkpointId: string, task: string, idx: number): boolean {
     return this.#writes.get(checkpointId)?.has(`${task}\u0000${idx}`) ?? false;
   }
