@@ -929,6 +929,7 @@ export class CairnSaver extends BaseCheckpointSaver {
     create: boolean,
   ): Promise<NamespaceLog | undefined> {
     let log = thread.spaces.get(ns);
+    const cached = log !== undefined;
     if (!log) {
       let branch = isSaverThread(await this.#store.getThread(thread.id))
         ? await this.#store.getBranch(thread.id, namespaceBranch(ns))
@@ -942,8 +943,9 @@ export class CairnSaver extends BaseCheckpointSaver {
     }
     await this.#refresh(thread, log);
     if (thread.spaces.has(ns)) return log;
-    // The thread was deleted meanwhile.
-    return create ? this.#namespace(thread, ns, true) : undefined;
+    // The branch went meanwhile: the thread was deleted, or `prune` rewrote it (its branches
+    // are new). A log read from the cache is read afresh.
+    return create || cached ? this.#namespace(thread, ns, create) : undefined;
   }
 
   /** Every namespace of a thread, each brought up to date. */
