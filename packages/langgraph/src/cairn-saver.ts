@@ -668,9 +668,10 @@ export class CairnSaver extends BaseCheckpointSaver {
    * Each thread is rewritten in one transaction (its branches locked, then the thread
    * exported, deleted and restored compactly, so a failure leaves it as it was); its
    * namespace branches get new ids, so a saver in another process that had the old log
-   * cached reads the new one. A thread that is not the saver's, or is absent, is left
-   * alone; one with nothing to free is not written. Subscribers of a rewritten thread see
-   * it deleted and written again.
+   * cached reads the new one. Prune threads no run is writing to: a write that meets the
+   * prune waits for it or fails, and never sees half of it. A thread that is not the
+   * saver's, or is absent, is left alone; one with nothing to free is not written.
+   * Subscribers of a rewritten thread see it deleted and written again.
    *
    * @example
    * ```ts
