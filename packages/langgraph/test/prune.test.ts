@@ -29,7 +29,7 @@ afterAll(async () => {
 
 // Threads are built once, on the in-memory store, and copied into each kind's two databases.
 // CAIRN_PRUNE_THREADS=1000 runs the differential at the issue's scale.
-const THREADS = Number(process.env.CAIRN_PRUNE_THREADS ?? 40);
+const THREADS = Number(process.env.CAIRN_PRUNE_THREADS ?? 30);
 
 interface Kind {
   name: string;
@@ -43,13 +43,13 @@ const kinds: Kind[] = [
   {
     name: 'a SQLite file',
     skip: false,
-    threads: Math.ceil(THREADS / 2),
+    threads: Math.ceil(THREADS / 3),
     open: () => createSqliteStore({ path: `${tempDir()}/agent.db` }),
   },
   {
     name: 'the PostgreSQL server',
     skip: skipServer,
-    threads: Math.ceil(THREADS / 4),
+    threads: Math.ceil(THREADS / 6),
     open: () => {
       const schema = freshSchema('langgraph_prune');
       schemas.push(schema);
