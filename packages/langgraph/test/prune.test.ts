@@ -261,6 +261,46 @@ describe('prune', () => {
     expect(await saver.prune(['app'])).toEqual({ checkpoints: 0, writes: 0, messages: 0 });
   });
 
+  it("keeps what the app keeps on a saver's thread: named checkpoints, branches, turns", async () => {
+    const store = createMemoryStore();
+    const graph = hitlGraph(new CairnSaver(store), new Map());
+    await buildThread(graph, 'f', 3);
+    // Which messages a prune frees, found on a copy.
+    const copy = createMemoryStore();
+    await copy.restoreThread((await store.exportThread('f'))!);
+    await new CairnSaver(copy).prune(['f']);
+    const left = new Set((await copy.exportThread('f'))!.messages.map((m) => m.id));
+    const dropped = (await store.exportThread('f'))!.messages.filter((m) => !left.has(m.id));
+    expect(dropped.length).toBeGreaterThan(2);
+    const [named, onBranch, inTurn] = dropped.slice(-3).map((m) => m.id);
+    await store.saveCheckpoint({ threadId: 'f', name: 'mine', messageId: named! });
+    const branch = await store.createBranch({ threadId: 'f', name: 'app', headMessageId: null });
+    await store.appendStateCommit({ branchId: branch.id, messageId: onBranch!, update: {} }, 0);
+    await store.putTurn({
+      id: 'turn-1',
+      threadId: 'f',
+      messageId: inTurn!,
+      source: null,
+      userId: null,
+      status: 'finished',
+      state: {},
+      steps: [],
+      startedAt: 1,
+      finishedAt: 2,
+    });
+    const before = (await store.exportThread('f'))!.messages.length;
+    const freed = await new CairnSaver(store).prune(['f']);
+    const after = (await store.exportThread('f'))!;
+    expect(after.checkpoints.map((c) => [c.name, c.messageId])).toEqual([['mine', named]]);
+    expect(after.branches.find((b) => b.name === 'app')?.id).toBe(branch.id);
+    expect(after.stateCommits.filter((c) => c.branchId === branch.id)).toHaveLength(1);
+    expect(after.turns.map((t) => t.messageId)).toEqual([inTurn]);
+    const kept = new Set(after.messages.map((m) => m.id));
+    for (const id of [named, onBranch, inTurn]) expect(kept.has(id!)).toBe(true);
+    expect(freed.messages).toBe(before - after.messages.length);
+    expect(freed.messages).toBeGreaterThan(0);
+  });
+
   it('refuses bad arguments before it writes anything', async () => {
     const saver = new CairnSaver(createMemoryStore());
     const bad = [
