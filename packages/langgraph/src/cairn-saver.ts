@@ -669,7 +669,8 @@ export class CairnSaver extends BaseCheckpointSaver {
    * exported, deleted and restored compactly, so a failure leaves it as it was); its
    * namespace branches get new ids, so a saver in another process that had the old log
    * cached reads the new one. Prune threads no run is writing to: a write that meets the
-   * prune waits for it or fails, and never sees half of it. A thread that is not the
+   * prune waits for it or fails (on PostgreSQL one of the two can be aborted as a deadlock),
+   * and never sees half of it. A thread that is not the
    * saver's, or is absent, is left alone; one with nothing to free is not written.
    * Subscribers of a rewritten thread see it deleted and written again.
    *
