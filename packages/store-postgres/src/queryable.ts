@@ -151,9 +151,14 @@ function pgliteSession(db: PGliteLike): Session {
 }
 
 /**
+ * What only a NOTIFY raises: its payload too long (22023), the notification queue full (54000).
+ */
+const NOTICE_FAILURES = new Set(['22023', '54000']);
+
+/**
  * A transaction's statements with fewer round trips: `BEGIN`, `RELEASE SAVEPOINT` and
  * `NOTIFY` are held back and sent with the next statement without parameters (`SAVEPOINT`,
- * `COMMIT`), as one multi-statement query. A held `BEGIN` goes first when a query comes
+ * `COMMIT`; NOTIFYs after the `COMMIT`, see `commitThenNotify`), as one multi-statement query. A held `BEGIN` goes first when a query comes
  * (on a pipelining connection in the same round trip, without waiting for its answer);
  * a held release may wait past queries, which then run in the savepoint's subtransaction,
  * whose fate is the enclosing one's either way (and a notification is delivered at commit
@@ -181,6 +186,38 @@ function holding(session: Session): Session & { flush(): Promise<void>; send: Qu
     next.catch(() => undefined);
     for (const p of before) await p;
     return next;
+  };
+  /**
+   * COMMIT, then the transaction's NOTIFYs in a notify-only transaction of their own, in one
+   * round trip. Postgres serializes the commits of transactions that sent NOTIFY (a
+   * database-wide lock, taken in PreCommit_Notify and held until the commit record is
+   * flushed): with its NOTIFYs inside, every write would commit one at a time, a WAL flush
+   * each, whatever the pool's size. Sent after it, writes commit side by side (group commit)
+   * and the notify-only transaction, which does not wait for its flush (`synchronous_commit`
+   * off: it writes nothing but notices, which a server crash takes with it anyway), holds that
+   * lock only briefly. The leading `SELECT 1` fails in a transaction that a statement sent
+   * without waiting aborted, so the rest is skipped and no notice tells of a rolled-back
+   * write (COMMIT alone would roll back without an error). A notice that fails once the data
+   * committed (too long, or Postgres's notification queue full) is dropped: the write stands.
+   */
+  const commitThenNotify = async (begin: string[], notices: string[]): Promise<void> => {
+    const batch = [
+      ...begin,
+      'SELECT 1',
+      'COMMIT',
+      'BEGIN',
+      ...notices,
+      'SET LOCAL synchronous_commit = off',
+      'COMMIT',
+    ].join('; ');
+    let noticeFailed = false;
+    await after(
+      session.exec(batch).catch((e: unknown) => {
+        if (!NOTICE_FAILURES.has(sqlState(e) ?? '')) throw e;
+        noticeFailed = true;
+      }),
+    );
+    if (noticeFailed) await session.exec('ROLLBACK').catch(() => undefined);
   };
   const self: Session & { flush(): Promise<void>; send: Queryable['send'] } = {
     async flush() {
@@ -220,8 +257,11 @@ function holding(session: Session): Session & { flush(): Promise<void>; send: Qu
         held.push(text);
         return;
       }
-      if (text === 'COMMIT') held = held.filter((h) => !h.startsWith('RELEASE SAVEPOINT'));
-      else if (text.startsWith('ROLLBACK')) {
+      if (text === 'COMMIT') {
+        const notices = held.filter((h) => h.startsWith('NOTIFY'));
+        held = held.filter((h) => h === 'BEGIN');
+        if (notices.length > 0) return commitThenNotify(held.splice(0), notices);
+      } else if (text.startsWith('ROLLBACK')) {
         held = held.filter((h) => h === 'BEGIN');
         await Promise.allSettled(sent.splice(0));
       }

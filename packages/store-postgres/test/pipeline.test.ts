@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { poolQueryable, type Queryable } from '../src/queryable.js';
 import { describeServer, POSTGRES_URL } from './support.js';
 
@@ -57,5 +57,53 @@ describeServer('a pipelining pool: statements sent without waiting', () => {
       await q.send(`INSERT INTO ${table} VALUES ($1)`, ['d']);
     });
     expect(await ids()).toEqual(['c', 'd', 'taken']);
+  });
+
+  describe('notices after the commit', () => {
+    const channel = `cairn_pipeline_${process.pid}`;
+    const listener = new pg.Client({ connectionString: POSTGRES_URL });
+    const heard: string[] = [];
+    beforeAll(async () => {
+      await listener.connect();
+      listener.on('notification', (n) => heard.push(n.payload ?? ''));
+      await listener.query(`LISTEN ${channel}`);
+    });
+    afterAll(() => listener.end());
+    /** Waits for `payload` to arrive, past anything sent before it. */
+    const marked = async (payload: string) => {
+      await db.exec(`NOTIFY ${channel}, '${payload}'`);
+      await expect.poll(() => heard.includes(payload), { timeout: 10_000 }).toBe(true);
+    };
+
+    it('tell nothing of a transaction a statement sent without waiting aborted', async () => {
+      heard.length = 0;
+      const code = await failure(
+        db.transaction(async (q) => {
+          await q.send(`INSERT INTO ${table} VALUES ($1)`, ['taken']);
+          await q.exec(`NOTIFY ${channel}, 'rolled back'`);
+        }),
+      );
+      expect(code).toBe('23505');
+      await marked('after');
+      expect(heard).toEqual(['after']);
+      expect(await ids()).not.toContain('rolled back');
+    });
+
+    it('leave the write committed when the notice itself fails, the connection usable', async () => {
+      heard.length = 0;
+      // Over Postgres's 8,000-byte limit: the NOTIFY fails once the data committed.
+      await db.transaction(async (q) => {
+        await q.send(`INSERT INTO ${table} VALUES ($1)`, ['kept']);
+        await q.exec(`NOTIFY ${channel}, '${'x'.repeat(9000)}'`);
+      });
+      expect(await ids()).toContain('kept');
+      await db.transaction(async (q) => {
+        await q.send(`INSERT INTO ${table} VALUES ($1)`, ['next']);
+        await q.exec(`NOTIFY ${channel}, 'next'`);
+      });
+      expect(await ids()).toContain('next');
+      await marked('after');
+      expect(heard).toEqual(['next', 'after']);
+    });
   });
 });

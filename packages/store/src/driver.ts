@@ -441,10 +441,11 @@ export interface DriverSession {
   savepoint<T>(fn: () => Promise<T>): Promise<T>;
   /**
    * Optional: tells other store instances (other processes) about the changes this write
-   * session made, inside the transaction (e.g. `pg_notify`), called once just before the
-   * session commits. Each payload is one change as text, to hand unchanged to the
-   * `listen` callbacks of every instance (this one's included: the front door skips its
-   * own). Drivers whose notifications stay in the process leave it out.
+   * session made, called once just before the session commits. Each payload is one change
+   * as text, to hand unchanged to the `listen` callbacks of every instance (this one's
+   * included: the front door skips its own), only if the session commits: sent inside the
+   * transaction (e.g. `NOTIFY`) or by `run` once it committed. Drivers whose notifications
+   * stay in the process leave it out.
    */
   publish?(payloads: string[]): MaybePromise<void>;
 }
