@@ -222,6 +222,18 @@ export const MIGRATIONS: readonly Migration[] = [
   ALTER TABLE cairn_embedding_cache_v5 RENAME TO cairn_embedding_cache;
   CREATE UNIQUE INDEX cairn_embedding_cache_key ON cairn_embedding_cache (embedder_id, content_hash);
   `,
+  // 6: tombstones of forgotten resources, entities, worlds, threads and branches (see
+  // Store.forget): ids only, never content; kept for good. The cache index on the hash
+  // alone lets forget drop a hash's rows of every embedder.
+  `
+  CREATE TABLE cairn_tombstones (
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (kind, key)
+  ) WITHOUT ROWID;
+  CREATE INDEX cairn_embedding_cache_hash ON cairn_embedding_cache (content_hash);
+  `,
 ];
 
 /** Gives every stored message its jump pointer, a thread at a time. */
