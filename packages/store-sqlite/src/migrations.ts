@@ -224,7 +224,8 @@ export const MIGRATIONS: readonly Migration[] = [
   `,
   // 6: tombstones of forgotten resources, entities, worlds, threads and branches (see
   // Store.forget): ids only, never content; kept for good. The cache index on the hash
-  // alone lets forget drop a hash's rows of every embedder.
+  // alone lets forget drop a hash's rows of every embedder; the entity index finds an
+  // entity's memories without a scan.
   `
   CREATE TABLE cairn_tombstones (
     kind TEXT NOT NULL,
@@ -233,6 +234,7 @@ export const MIGRATIONS: readonly Migration[] = [
     PRIMARY KEY (kind, key)
   ) WITHOUT ROWID;
   CREATE INDEX cairn_embedding_cache_hash ON cairn_embedding_cache (content_hash);
+  CREATE INDEX cairn_memories_entity ON cairn_memories (entity_id);
   `,
 ];
 

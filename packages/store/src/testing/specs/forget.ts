@@ -197,16 +197,16 @@ export function describeForget(options: StoreConformanceOptions): void {
     it('works a page at a time through more threads and memories than one page holds', async () => {
       const resource = `res-${newId()}`;
       const entity = `ent-${newId()}`;
-      for (let i = 0; i < 45; i++) await store().createThread({ resourceId: resource });
+      for (let i = 0; i < 21; i++) await store().createThread({ resourceId: resource });
       await store().addMemories(
-        Array.from({ length: 450 }, (_, i) => ({
+        Array.from({ length: 201 }, (_, i) => ({
           agentId: 'agent',
           entityId: entity,
           content: { text: `memory ${i}` },
         })),
       );
       const receipt = await store().forget({ resourceId: resource, entityId: entity });
-      expect(receipt.counts).toEqual(times(1, { threads: 45, memories: 450 }));
+      expect(receipt.counts).toEqual(times(1, { threads: 21, memories: 201 }));
       expect((await store().listThreads({ resourceId: resource })).items).toEqual([]);
       expect(await store().countMemories({ entityId: entity })).toBe(0);
     });
