@@ -70,6 +70,9 @@ export interface SessionContext {
   channel: string;
 }
 
+/** The advisory-lock class of `lockSubjects` (the migrations' is 2061751913). */
+const SUBJECT_LOCK_CLASS = 2061751914;
+
 /**
  * The rows of `table` matching `where` for each element `k.v` of a text[] parameter, read
  * as one index probe per element (a `LATERAL … LIMIT 1` subquery) however many there are
@@ -963,6 +966,17 @@ export class PostgresSession implements DriverSession {
       key: r.key as string,
       at: Number(r.at),
     }));
+  }
+
+  async lockSubjects(keys: TombstoneKey[], exclusive: boolean): Promise<void> {
+    // Transaction-level advisory locks in a class of their own, one per key, taken in the
+    // order of their hashes so that two sessions never wait for each other in a circle.
+    const lock = exclusive ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared';
+    await this.#q.query(
+      `SELECT ${lock}(${SUBJECT_LOCK_CLASS}, h) FROM
+         (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS u(k) ORDER BY 1) x`,
+      [keys.map((k) => `${this.#s}:${k.kind}:${k.key}`)],
+    );
   }
 
   async countThreadRows(threadId: string): Promise<ThreadRowCounts> {

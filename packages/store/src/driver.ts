@@ -464,6 +464,16 @@ export interface DriverSession {
   putTombstones(tombstones: Tombstone[]): MaybePromise<void>;
   /** The recorded tombstones among these keys, in any order. */
   findTombstones(keys: TombstoneKey[]): MaybePromise<Tombstone[]>;
+  /**
+   * Optional, for a driver whose write sessions run side by side: locks these keys until
+   * the session ends (e.g. `pg_advisory_xact_lock_shared`, or `pg_advisory_xact_lock` when
+   * `exclusive`), taking them in a fixed order. A write that could bring a subject back
+   * takes them shared before it looks for tombstones; `forget` takes them exclusive while
+   * it records tombstones and deletes, so that a write that looked before the tombstone
+   * was there commits before the forget deletes, and one that looks after it sees it.
+   * Drivers whose write sessions exclude each other leave it out.
+   */
+  lockSubjects?(keys: TombstoneKey[], exclusive: boolean): MaybePromise<void>;
   /** How many messages, branches, state commits, checkpoints and turns the thread has. */
   countThreadRows(threadId: string): MaybePromise<ThreadRowCounts>;
   /** Deletes the leases of these keys; returns how many existed. */

@@ -467,6 +467,9 @@ async function firstTombstone(s: DriverSession, keys: TombstoneKey[]): Promise<T
 
 /** `FORGOTTEN` for the first of these keys that has a tombstone; nothing when none has. */
 async function refuseForgotten(s: DriverSession, keys: TombstoneKey[]): Promise<void> {
+  if (keys.length === 0) return;
+  // Until this session ends, a forget of these keys waits for it (see `lockSubjects`).
+  if (s.lockSubjects) await s.lockSubjects(keys, false);
   const found = await firstTombstone(s, keys);
   if (found) throw forgotten(found);
 }
@@ -1505,7 +1508,11 @@ class FrontDoor implements Store {
     if (entityId !== undefined) subjects.push({ kind: 'entity', key: entityId, at });
     if (worldId !== undefined) subjects.push({ kind: 'world', key: worldId, at });
     // The subject's tombstones first: from here on no write brings its data back.
-    await this.#write(async (s) => s.putTombstones(subjects));
+    // Writes that looked for these tombstones before they were there commit first.
+    await this.#write(async (s) => {
+      if (s.lockSubjects) await s.lockSubjects(subjects, true);
+      await s.putTombstones(subjects);
+    });
     const counts = noCounts();
     if (resourceId !== undefined)
       for (;;) {
@@ -1547,6 +1554,12 @@ class FrontDoor implements Store {
   ): Promise<ForgetCounts> {
     const page = noCounts();
     const rows = await s.listThreads({ resourceId, limit: FORGET_THREAD_PAGE });
+    // A create of one of these ids that looked for a tombstone already ends first.
+    if (s.lockSubjects && rows.length > 0)
+      await s.lockSubjects(
+        rows.map((r) => ({ kind: 'thread', key: r.thread.id })),
+        true,
+      );
     const tombstones: Tombstone[] = [];
     for (const { thread } of rows) {
       const id = thread.id;

@@ -1,8 +1,8 @@
 import { isCairnError, newId, type Thread } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
-import { type ForgetCounts, runLeaseKey, type Store } from '../../store.js';
+import { type ForgetCounts, type ForgetReceipt, runLeaseKey, type Store } from '../../store.js';
 import { type StoreConformanceOptions, useStore } from '../context.js';
-import { allPages, expectCode, makeChain, sha256, turnOf } from '../helpers.js';
+import { allPages, expectCode, makeChain, sha256, sleep, turnOf } from '../helpers.js';
 
 /** A thread of `resourceId` with something of every kind under it; returns what it made. */
 async function seedThread(store: Store, resourceId: string | null) {
@@ -310,6 +310,24 @@ export function describeForget(options: StoreConformanceOptions): void {
       // Forgetting again finds nothing more and is not refused.
       const again = await store().forget({ resourceId: resource });
       expect(again.counts).toEqual(times(0, {}));
+    });
+
+    it('deletes what a write in progress for the subject commits while the forget begins', async () => {
+      const resource = `res-${newId()}`;
+      const entity = `ent-${newId()}`;
+      const pending: { forget?: Promise<ForgetReceipt> } = {};
+      await store().transaction(async (tx) => {
+        await tx.createThread({ resourceId: resource });
+        await tx.addMemories([{ agentId: 'a', entityId: entity, content: { text: 'in flight' } }]);
+        // The forget starts while this write is open. It must wait for it, or it would miss
+        // what this commits; a forget that did not wait is over by the time this commits.
+        pending.forget = store().forget({ resourceId: resource, entityId: entity });
+        await Promise.race([pending.forget, sleep(200)]);
+      });
+      const receipt = await pending.forget!;
+      expect(receipt.counts).toMatchObject({ threads: 1, memories: 1 });
+      expect((await store().listThreads({ resourceId: resource })).items).toEqual([]);
+      expect(await store().countMemories({ entityId: entity })).toBe(0);
     });
 
     it('refuses a bad subject before anything is written', async () => {
