@@ -1570,7 +1570,8 @@ class FrontDoor implements Store {
       if (s.lockBranch) for (const b of branches) await s.lockBranch(b.id, DEFAULT_LOCK_TIMEOUT_MS);
       if (s.lockThread) await s.lockThread(id);
       tombstones.push({ kind: 'thread', key: id, at });
-      for (const b of branches) tombstones.push({ kind: 'branch', key: b.id, at });
+      // Listed again under the thread's lock: a branch created meanwhile is named too.
+      for (const b of await s.listBranches(id)) tombstones.push({ kind: 'branch', key: b.id, at });
       const under = await s.countThreadRows(id);
       if (!(await s.deleteThread(id))) continue;
       addCounts(page, { threads: 1, ...under });
