@@ -379,7 +379,8 @@ export function runLeaseKey(threadId: string): string {
  * needs is `NOT_FOUND`; an id or name already taken, or a compare-and-set that lost, is
  * `CONFLICT`; malformed input (empty or over-long names, self-parenting, a parent in
  * another thread, non-JSON data, bad limits) is `INVALID_ARGUMENT`; a vector of the
- * wrong width is `EMBEDDING_MISMATCH`; any call after `close()` is `CLOSED`.
+ * wrong width is `EMBEDDING_MISMATCH`; a write that would bring back data of a subject
+ * `forget` deleted is `FORGOTTEN`; any call after `close()` is `CLOSED`.
  *
  * @example
  * ```ts

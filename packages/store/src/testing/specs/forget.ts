@@ -330,6 +330,38 @@ export function describeForget(options: StoreConformanceOptions): void {
       expect(await store().countMemories({ entityId: entity })).toBe(0);
     });
 
+    it('leaves nothing of the subject when writes for it race the forget', async () => {
+      const resource = `res-${newId()}`;
+      const entity = `ent-${newId()}`;
+      const settle = (write: Promise<unknown>) =>
+        write.then(
+          () => 'written',
+          (e: unknown) => {
+            if (isCairnError(e, 'FORGOTTEN')) return 'refused';
+            throw e;
+          },
+        );
+      const writes: Array<Promise<string>> = [];
+      for (let i = 0; i < 10; i++) {
+        writes.push(settle(store().createThreadWithBranch({ resourceId: resource })));
+        writes.push(
+          settle(
+            store().addMemories([{ agentId: 'a', entityId: entity, content: { text: `w${i}` } }]),
+          ),
+        );
+      }
+      const forgetting = store().forget({ resourceId: resource, entityId: entity });
+      for (let i = 0; i < 10; i++)
+        writes.push(settle(store().createThread({ resourceId: resource })));
+      const outcomes = await Promise.all(writes);
+      await forgetting;
+      // Each write was either refused (FORGOTTEN, nothing else) or deleted by the forget:
+      // none of it is left.
+      expect(outcomes.length).toBe(30);
+      expect((await store().listThreads({ resourceId: resource })).items).toEqual([]);
+      expect(await store().countMemories({ entityId: entity })).toBe(0);
+    });
+
     it('refuses a bad subject before anything is written', async () => {
       const resource = `res-${newId()}`;
       const thread = await store().createThread({ resourceId: resource });
