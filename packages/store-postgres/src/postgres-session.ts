@@ -172,11 +172,17 @@ export class PostgresSession implements DriverSession {
     beforeSeq?: number;
     limit: number;
   }): Promise<ThreadRow[]> {
+    // Two statements rather than `$1 IS NULL OR …`, so that a resource's threads are a
+    // walk of its index (resource_id, seq) under a generic plan, not a scan of every thread.
+    const before = q.beforeSeq ?? Number.MAX_SAFE_INTEGER;
+    const [where, params] =
+      q.resourceId === undefined
+        ? ['seq < $1', [before, q.limit]]
+        : ['resource_id = $1 AND seq < $2', [q.resourceId, before, q.limit]];
     const rows = await this.#rows(
       `SELECT ${THREAD.columns}, seq FROM ${this.#s}.threads
-       WHERE ($1::text IS NULL OR resource_id = $1) AND ($2::bigint IS NULL OR seq < $2)
-       ORDER BY seq DESC LIMIT $3`,
-      [q.resourceId ?? null, q.beforeSeq ?? null, q.limit],
+       WHERE ${where} ORDER BY seq DESC LIMIT $${params.length}`,
+      params,
     );
     return rows.map((r) => ({ thread: THREAD.decode(r), seq: Number(r.seq) }));
   }
@@ -1000,6 +1006,14 @@ export class PostgresSession implements DriverSession {
       checkpoints: Number(r!.checkpoints),
       turns: Number(r!.turns),
     };
+  }
+
+  async memoryHashesInUse(contentHashes: string[]): Promise<string[]> {
+    const rows = await this.#rows(
+      probeEach(`${this.#s}.memories`, '$1', 'content_hash = k.v', 'content_hash'),
+      [contentHashes],
+    );
+    return rows.map((r) => r.content_hash as string);
   }
 
   async deleteLeases(keys: string[]): Promise<number> {

@@ -677,6 +677,13 @@ class SqliteSession implements DriverSession {
       .get({ t: threadId }) as ThreadRowCounts;
   }
 
+  memoryHashesInUse(contentHashes: string[]): string[] {
+    const rows = this.#c
+      .rows(`SELECT DISTINCT content_hash FROM cairn_memories WHERE content_hash ${IN_LIST}`)
+      .all(json(contentHashes)) as Row[];
+    return rows.map((r) => r[0] as string);
+  }
+
   deleteLeases(keys: string[]): number {
     return this.#run(`DELETE FROM cairn_leases WHERE key ${IN_LIST}`, json(keys));
   }

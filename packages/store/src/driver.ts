@@ -476,6 +476,8 @@ export interface DriverSession {
   lockSubjects?(keys: TombstoneKey[], exclusive: boolean): MaybePromise<void>;
   /** How many messages, branches, state commits, checkpoints and turns the thread has. */
   countThreadRows(threadId: string): MaybePromise<ThreadRowCounts>;
+  /** The content hashes among these that a stored memory has, in any order. */
+  memoryHashesInUse(contentHashes: string[]): MaybePromise<string[]>;
   /** Deletes the leases of these keys; returns how many existed. */
   deleteLeases(keys: string[]): MaybePromise<number>;
   /** Deletes the cached embeddings of these content hashes, of every embedder; returns how many. */

@@ -493,9 +493,9 @@ async function forgetMemories(s: DriverSession, filter: MemoryFilter): Promise<F
   if (batch.length === 0) return page;
   page.memories = await s.deleteMemories(batch.map((m) => m.id));
   page.embeddings = batch.filter((m) => m.embedding !== null).length;
-  const unused: string[] = [];
-  for (const h of new Set(batch.map((m) => m.contentHash)))
-    if ((await s.countMemories({ contentHashes: [h] })) === 0) unused.push(h);
+  const hashes = [...new Set(batch.map((m) => m.contentHash))];
+  const inUse = new Set(await s.memoryHashesInUse(hashes));
+  const unused = hashes.filter((h) => !inUse.has(h));
   if (unused.length > 0) page.cachedEmbeddings = await s.deleteCachedEmbeddings(unused);
   return page;
 }

@@ -576,6 +576,13 @@ class MemoryDriver implements Driver, DriverSession {
     for (const t of this.#turns.values()) if (t.threadId === threadId) counts.turns++;
     return counts;
   }
+  memoryHashesInUse(contentHashes: string[]): string[] {
+    const wanted = new Set(contentHashes);
+    const found = new Set<string>();
+    for (const m of this.#memories.values())
+      if (wanted.has(m.contentHash)) found.add(m.contentHash);
+    return [...found];
+  }
   deleteLeases(keys: string[]): number {
     let n = 0;
     for (const key of new Set(keys)) if (this.#leases.delete(key)) n++;
