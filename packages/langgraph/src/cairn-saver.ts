@@ -800,8 +800,10 @@ export class CairnSaver extends BaseCheckpointSaver {
 
   /**
    * Appends one log record to a namespace: in a transaction with the messages it adds and the
-   * branch head it moves, against the log version this process has folded. When another
-   * process appended first (CONFLICT), it reads what is new and plans again.
+   * branch head it moves, against the log version this process has folded, without reading
+   * the log first (the expected version is the check). When another process appended or moved
+   * the head first (CONFLICT), it reads what is new of both and plans again; when the branch is
+   * gone (NOT_FOUND: the thread deleted by another process), it reads the thread afresh.
    */
   async #append(
     thread: ThreadLogs,
@@ -816,8 +818,13 @@ export class CairnSaver extends BaseCheckpointSaver {
     } | null>,
   ): Promise<void> {
     await thread.lock.run(async () => {
+      let read = false;
       for (let attempt = 1; ; attempt++) {
-        const log = (await this.#namespace(thread, ns, true))!;
+        let log = thread.spaces.get(ns);
+        if (!log) {
+          log = (await this.#namespace(thread, ns, true))!;
+          read = true;
+        }
         try {
           const done = await this.#store.transaction(async (tx) => {
             const planned = await plan(log, tx);
@@ -841,9 +848,20 @@ export class CairnSaver extends BaseCheckpointSaver {
           if (done.planned.messageId !== null) log.head = done.planned.messageId;
           return;
         } catch (e) {
-          if (!isCairnError(e, 'CONFLICT') || attempt >= MAX_ATTEMPTS) throw e;
-          // Another writer moved the log or the branch head: read both again.
-          thread.spaces.delete(ns);
+          if (attempt >= MAX_ATTEMPTS) throw e;
+          if (isCairnError(e, 'CONFLICT')) {
+            // Another writer moved the log or the branch head: read what is new of both.
+            await this.#refresh(thread, log);
+            const branch = thread.spaces.has(ns)
+              ? await this.#store.getBranchById(log.branchId)
+              : null;
+            if (branch) log.head = branch.headMessageId;
+            else thread.spaces.delete(ns);
+          } else if (isCairnError(e, 'NOT_FOUND') && !read) {
+            // Planned on what this process read before: the thread may be gone meanwhile.
+            thread.spaces.clear();
+            thread.nodes.clear();
+          } else throw e;
         }
       }
     });
