@@ -509,7 +509,6 @@ export class CairnSaver extends BaseCheckpointSaver {
           vals.set(channel, [channel, version, this.#refer(channel, value.value, headOf, nodes)]);
         }
       }
-      if (nodes.added.length > 0) await tx.addMessages(nodes.added);
       const record: CheckpointRecord = {
         lg: 'checkpoint',
         id: checkpoint.id,
@@ -528,6 +527,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       return {
         record,
         messageId: headOf([...this.#messageChannels][0]!) ?? null,
+        messages: nodes.added,
         added: nodes.cached,
       };
     });
@@ -585,7 +585,6 @@ export class CairnSaver extends BaseCheckpointSaver {
             StoredValue,
           ],
       );
-      if (nodes.added.length > 0) await tx.addMessages(nodes.added);
       const record: WritesRecord = {
         lg: 'writes',
         cp: checkpointId,
@@ -594,11 +593,7 @@ export class CairnSaver extends BaseCheckpointSaver {
         items: referred,
       };
       if (namespaceBranch(ns).startsWith(HASHED)) record.ns = ns;
-      return {
-        record,
-        messageId: null,
-        added: nodes.cached,
-      };
+      return { record, messageId: null, messages: nodes.added, added: nodes.cached };
     });
   }
 
@@ -813,7 +808,10 @@ export class CairnSaver extends BaseCheckpointSaver {
       tx: Store,
     ) => Promise<{
       record: LogRecord;
+      /** Where the branch head goes (null: where it is). */
       messageId: string | null;
+      /** The messages to add, and their nodes to cache once they are. */
+      messages: NewMessage[];
       added: ReadonlyArray<readonly [string, CachedNode]>;
     } | null>,
   ): Promise<void> {
@@ -829,6 +827,12 @@ export class CairnSaver extends BaseCheckpointSaver {
           const done = await this.#store.transaction(async (tx) => {
             const planned = await plan(log, tx);
             if (!planned) return null;
+            const { messages, messageId } = planned;
+            const moves = messageId !== null && messageId !== log.head;
+            // Messages that end at the new head are added and the head moved in one write.
+            const onBranch = moves && messages.at(-1)?.id === messageId;
+            if (onBranch) await tx.addMessagesOnBranch(log.branchId, log.head, messages);
+            else if (messages.length > 0) await tx.addMessages(messages);
             const commit = await tx.appendStateCommit(
               {
                 branchId: log.branchId,
@@ -837,9 +841,7 @@ export class CairnSaver extends BaseCheckpointSaver {
               },
               log.version,
             );
-            if (planned.messageId !== null && planned.messageId !== log.head) {
-              await tx.moveHead(log.branchId, log.head, planned.messageId);
-            }
+            if (moves && !onBranch) await tx.moveHead(log.branchId, log.head, messageId);
             return { commit, planned };
           });
           if (!done) return;
