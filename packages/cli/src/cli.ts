@@ -283,6 +283,40 @@ export const COMMANDS: Record<string, Command> = {
       );
     },
   },
+  forget: {
+    args: ['<db>'],
+    summary: "delete a user's threads and memories for good, and refuse them from then on",
+    options: {
+      resource: {
+        type: 'string',
+        description: 'the threads of this resource id (a user or tenant), with all under them',
+      },
+      entity: { type: 'string', description: 'the memories of this entity id' },
+      world: { type: 'string', description: 'the memories of this world id' },
+    },
+    help: [
+      ...DB_HELP,
+      'Prints the receipt as JSON: the subject, what was deleted of each kind, and when.',
+      'Leaves tombstones: a later write for the subject fails with FORGOTTEN. See',
+      "@cairn/store's README (Forgetting a user) for what it covers and what stays.",
+    ],
+    run: async ([db], v, io) => {
+      const resourceId = str(v.resource);
+      const entityId = str(v.entity);
+      const worldId = str(v.world);
+      if (resourceId === undefined && entityId === undefined && worldId === undefined)
+        throw usage('say whom to forget: --resource <id>, --entity <id> and/or --world <id>');
+      const receipt = await withStore(db!, (store) =>
+        store.forget({
+          ...(resourceId === undefined ? {} : { resourceId }),
+          ...(entityId === undefined ? {} : { entityId }),
+          ...(worldId === undefined ? {} : { worldId }),
+        }),
+      );
+      io.stdout.write(`${JSON.stringify(receipt, null, 2)}\n`);
+      return 0;
+    },
+  },
   inspect: {
     args: ['<db>'],
     summary: 'serve the inspector (a web page) on the database until Ctrl-C',

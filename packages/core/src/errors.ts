@@ -14,7 +14,8 @@ export type CairnErrorCode =
   | 'CLOSED'
   | 'TIMEOUT'
   | 'ABORTED'
-  | 'UNAVAILABLE';
+  | 'UNAVAILABLE'
+  | 'FORGOTTEN';
 
 const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([
   'NOT_FOUND',
@@ -29,6 +30,7 @@ const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([
   'TIMEOUT',
   'ABORTED',
   'UNAVAILABLE',
+  'FORGOTTEN',
 ]);
 
 /**

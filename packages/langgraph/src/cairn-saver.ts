@@ -543,7 +543,6 @@ export class CairnSaver extends BaseCheckpointSaver {
           vals.set(channel, [channel, version, this.#refer(channel, value.value, headOf, nodes)]);
         }
       }
-      if (nodes.added.length > 0) await tx.addMessages(nodes.added);
       const record: CheckpointRecord = {
         lg: 'checkpoint',
         id: checkpoint.id,
@@ -562,6 +561,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       return {
         record,
         messageId: headOf([...this.#messageChannels][0]!) ?? null,
+        messages: nodes.added,
         added: nodes.cached,
       };
     });
@@ -619,7 +619,6 @@ export class CairnSaver extends BaseCheckpointSaver {
             StoredValue,
           ],
       );
-      if (nodes.added.length > 0) await tx.addMessages(nodes.added);
       const record: WritesRecord = {
         lg: 'writes',
         cp: checkpointId,
@@ -628,11 +627,7 @@ export class CairnSaver extends BaseCheckpointSaver {
         items: referred,
       };
       if (namespaceBranch(ns).startsWith(HASHED)) record.ns = ns;
-      return {
-        record,
-        messageId: null,
-        added: nodes.cached,
-      };
+      return { record, messageId: null, messages: nodes.added, added: nodes.cached };
     });
   }
 
@@ -1066,8 +1061,10 @@ export class CairnSaver extends BaseCheckpointSaver {
 
   /**
    * Appends one log record to a namespace: in a transaction with the messages it adds and the
-   * branch head it moves, against the log version this process has folded. When another
-   * process appended first (CONFLICT), it reads what is new and plans again.
+   * branch head it moves, against the log version this process has folded, without reading
+   * the log first (the expected version is the check). When another process appended or moved
+   * the head first (CONFLICT), it reads what is new of both and plans again; when the branch is
+   * gone (NOT_FOUND: the thread deleted by another process), it reads the thread afresh.
    */
   async #append(
     thread: ThreadLogs,
@@ -1077,17 +1074,31 @@ export class CairnSaver extends BaseCheckpointSaver {
       tx: Store,
     ) => Promise<{
       record: LogRecord;
+      /** Where the branch head goes (null: where it is). */
       messageId: string | null;
+      /** The messages to add, and their nodes to cache once they are. */
+      messages: NewMessage[];
       added: ReadonlyArray<readonly [string, CachedNode]>;
     } | null>,
   ): Promise<void> {
     await thread.lock.run(async () => {
+      let read = false;
       for (let attempt = 1; ; attempt++) {
-        const log = (await this.#namespace(thread, ns, true))!;
+        let log = thread.spaces.get(ns);
+        if (!log) {
+          log = (await this.#namespace(thread, ns, true))!;
+          read = true;
+        }
         try {
           const done = await this.#store.transaction(async (tx) => {
             const planned = await plan(log, tx);
             if (!planned) return null;
+            const { messages, messageId } = planned;
+            const moves = messageId !== null && messageId !== log.head;
+            // Messages that end at the new head are added and the head moved in one write.
+            const onBranch = moves && messages.at(-1)?.id === messageId;
+            if (onBranch) await tx.addMessagesOnBranch(log.branchId, log.head, messages);
+            else if (messages.length > 0) await tx.addMessages(messages);
             const commit = await tx.appendStateCommit(
               {
                 branchId: log.branchId,
@@ -1096,9 +1107,7 @@ export class CairnSaver extends BaseCheckpointSaver {
               },
               log.version,
             );
-            if (planned.messageId !== null && planned.messageId !== log.head) {
-              await tx.moveHead(log.branchId, log.head, planned.messageId);
-            }
+            if (moves && !onBranch) await tx.moveHead(log.branchId, log.head, messageId);
             return { commit, planned };
           });
           if (!done) return;
@@ -1107,11 +1116,21 @@ export class CairnSaver extends BaseCheckpointSaver {
           if (done.planned.messageId !== null) log.head = done.planned.messageId;
           return;
         } catch (e) {
-          const retry = isCairnError(e, 'CONFLICT') || isCairnError(e, 'NOT_FOUND');
-          if (!retry || attempt >= MAX_ATTEMPTS) throw e;
-          // Another writer moved the log or the branch head, or `prune` rewrote the thread
-          // (its branches are new): read both again.
-          thread.spaces.delete(ns);
+          if (attempt >= MAX_ATTEMPTS) throw e;
+          if (isCairnError(e, 'CONFLICT')) {
+            // Another writer moved the log or the branch head: read what is new of both.
+            await this.#refresh(thread, log);
+            const branch = thread.spaces.has(ns)
+              ? await this.#store.getBranchById(log.branchId)
+              : null;
+            if (branch) log.head = branch.headMessageId;
+            else thread.spaces.delete(ns);
+          } else if (isCairnError(e, 'NOT_FOUND') && !read) {
+            // Planned on what this process read before: the thread may be gone meanwhile, or
+            // rewritten by `prune` (its namespace branches are new).
+            thread.spaces.clear();
+            thread.nodes.clear();
+          } else throw e;
         }
       }
     });

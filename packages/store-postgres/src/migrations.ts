@@ -230,6 +230,20 @@ CREATE TABLE ${s}.state_tail (
 );
 CREATE INDEX entries_by_group ON ${s}.entries (collection, group_id, id);`,
   },
+  {
+    // Store.forget: tombstones of forgotten resources, entities, worlds, threads and
+    // branches (ids only, kept for good); an entity's memories found without a scan; a
+    // content hash's cached embeddings of every embedder found by the hash alone.
+    name: 'tombstones',
+    sql: (s) => `CREATE TABLE ${s}.tombstones (
+  kind text COLLATE "C" NOT NULL,
+  key text COLLATE "C" NOT NULL,
+  at double precision NOT NULL,
+  PRIMARY KEY (kind, key)
+);
+CREATE INDEX memories_by_entity ON ${s}.memories (entity_id);
+CREATE INDEX embedding_cache_by_hash ON ${s}.embedding_cache (content_hash);`,
+  },
 ];
 
 /** Moves every branch's state commits into segments, the newest as its tail, then drops their table. */

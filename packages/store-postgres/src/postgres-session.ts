@@ -21,6 +21,9 @@ import type {
   SqlTable,
   StateCommitDraft,
   ThreadRow,
+  ThreadRowCounts,
+  Tombstone,
+  TombstoneKey,
 } from '@cairn/store/adapter';
 import { BM25, chainSql, memoryFilterSql } from '@cairn/store/adapter';
 import { searchQuery, searchVector } from './keyword-index.js';
@@ -66,6 +69,9 @@ export interface SessionContext {
   /** The NOTIFY channel. */
   channel: string;
 }
+
+/** The advisory-lock class of `lockSubjects` (the migrations' is 2061751913). */
+const SUBJECT_LOCK_CLASS = 2061751914;
 
 /**
  * The rows of `table` matching `where` for each element `k.v` of a text[] parameter, read
@@ -166,11 +172,17 @@ export class PostgresSession implements DriverSession {
     beforeSeq?: number;
     limit: number;
   }): Promise<ThreadRow[]> {
+    // Two statements rather than `$1 IS NULL OR …`, so that a resource's threads are a
+    // walk of its index (resource_id, seq) under a generic plan, not a scan of every thread.
+    const before = q.beforeSeq ?? Number.MAX_SAFE_INTEGER;
+    const [where, params] =
+      q.resourceId === undefined
+        ? ['seq < $1', [before, q.limit]]
+        : ['resource_id = $1 AND seq < $2', [q.resourceId, before, q.limit]];
     const rows = await this.#rows(
       `SELECT ${THREAD.columns}, seq FROM ${this.#s}.threads
-       WHERE ($1::text IS NULL OR resource_id = $1) AND ($2::bigint IS NULL OR seq < $2)
-       ORDER BY seq DESC LIMIT $3`,
-      [q.resourceId ?? null, q.beforeSeq ?? null, q.limit],
+       WHERE ${where} ORDER BY seq DESC LIMIT $${params.length}`,
+      params,
     );
     return rows.map((r) => ({ thread: THREAD.decode(r), seq: Number(r.seq) }));
   }
@@ -933,6 +945,97 @@ export class PostgresSession implements DriverSession {
        ON CONFLICT (embedder_id, content_hash) DO UPDATE SET embedding = EXCLUDED.embedding`,
       [embedderId, entries.map((e) => e.contentHash), entries.map((e) => floatArray(e.embedding))],
     );
+  }
+
+  // ---------------------------------------------------------------- forgetting
+
+  async putTombstones(tombstones: Tombstone[]): Promise<void> {
+    if (tombstones.length === 0) return;
+    await this.#q.query(
+      `INSERT INTO ${this.#s}.tombstones (kind, key, at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::float8[])
+       ON CONFLICT (kind, key) DO NOTHING`,
+      [tombstones.map((t) => t.kind), tombstones.map((t) => t.key), tombstones.map((t) => t.at)],
+    );
+  }
+
+  async findTombstones(keys: TombstoneKey[]): Promise<Tombstone[]> {
+    // One primary-key probe per key, whatever the plan (see `probeEach`).
+    const rows = await this.#rows(
+      `SELECT x.kind, x.key, x.at FROM unnest($1::text[], $2::text[]) AS k(kind, key)
+         CROSS JOIN LATERAL (SELECT kind, key, at FROM ${this.#s}.tombstones t
+           WHERE t.kind = k.kind AND t.key = k.key LIMIT 1) x`,
+      [keys.map((k) => k.kind), keys.map((k) => k.key)],
+    );
+    return rows.map((r) => ({
+      kind: r.kind as Tombstone['kind'],
+      key: r.key as string,
+      at: Number(r.at),
+    }));
+  }
+
+  async lockSubjects(keys: TombstoneKey[], exclusive: boolean): Promise<void> {
+    // Transaction-level advisory locks in a class of their own, one per key, taken in the
+    // order of their hashes so that two sessions never wait for each other in a circle.
+    const lock = exclusive ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared';
+    await this.#q.query(
+      `SELECT ${lock}(${SUBJECT_LOCK_CLASS}, h) FROM
+         (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS u(k) ORDER BY 1) x`,
+      [keys.map((k) => `${this.#s}:${k.kind}:${k.key}`)],
+    );
+  }
+
+  async countThreadRows(threadId: string): Promise<ThreadRowCounts> {
+    const s = this.#s;
+    // State commits are packed: a segment or tail holds versions first..last of a branch.
+    const versions = (table: string) =>
+      `(SELECT coalesce(sum(last_version - first_version + 1), 0) FROM ${s}.${table}
+         WHERE branch_id IN (SELECT id FROM ${s}.branches WHERE thread_id = $1))`;
+    const [r] = await this.#rows(
+      `SELECT (SELECT count(*) FROM ${s}.messages WHERE thread_id = $1) AS messages,
+              (SELECT count(*) FROM ${s}.branches WHERE thread_id = $1) AS branches,
+              ${versions('state_segments')} + ${versions('state_tail')} AS commits,
+              (SELECT count(*) FROM ${s}.checkpoints WHERE thread_id = $1) AS checkpoints,
+              (SELECT count(*) FROM ${s}.turns WHERE thread_id = $1) AS turns`,
+      [threadId],
+    );
+    return {
+      messages: Number(r!.messages),
+      branches: Number(r!.branches),
+      stateCommits: Number(r!.commits),
+      checkpoints: Number(r!.checkpoints),
+      turns: Number(r!.turns),
+    };
+  }
+
+  async memoryHashesInUse(contentHashes: string[]): Promise<string[]> {
+    const rows = await this.#rows(
+      probeEach(`${this.#s}.memories`, '$1', 'content_hash = k.v', 'content_hash'),
+      [contentHashes],
+    );
+    return rows.map((r) => r.content_hash as string);
+  }
+
+  async deleteLeases(keys: string[]): Promise<number> {
+    return (await this.#deleteEach(`${this.#s}.leases`, 'key = k.v', [keys])).length;
+  }
+
+  async deleteCachedEmbeddings(contentHashes: string[]): Promise<number> {
+    const table = `${this.#s}.embedding_cache`;
+    // Every embedder's row of each hash: a probe per hash (no `LIMIT 1`), then by address.
+    const found = await this.#rows(
+      `SELECT x.ctid FROM unnest($1::text[]) AS k(v)
+         CROSS JOIN LATERAL (SELECT ctid FROM ${table} WHERE content_hash = k.v FOR UPDATE) x`,
+      [contentHashes],
+    );
+    if (found.length === 0) return 0;
+    const tids = found.map((r) => {
+      const tid = String(r.ctid);
+      if (!/^\(\d+,\d+\)$/.test(tid)) throw new Error(`unexpected row address ${tid}`);
+      return `'${tid}'`;
+    });
+    const sql = `DELETE FROM ${table} WHERE ctid = ANY(ARRAY[${tids.join(', ')}]::tid[])`;
+    return (await this.#q.query(sql)).rowCount;
   }
 }
 

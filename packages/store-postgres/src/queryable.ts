@@ -150,17 +150,28 @@ function pgliteSession(db: PGliteLike): Session {
   };
 }
 
+/** A held statement that the next query must follow: the transaction's `BEGIN` or a `SAVEPOINT`. */
+const opens = (held: string) => held === 'BEGIN' || held.startsWith('SAVEPOINT');
+
+/**
+ * What only a NOTIFY raises: its payload too long (22023), the notification queue full (54000).
+ */
+const NOTICE_FAILURES = new Set(['22023', '54000']);
+
 /**
  * A transaction's statements with fewer round trips: `BEGIN`, `RELEASE SAVEPOINT` and
  * `NOTIFY` are held back and sent with the next statement without parameters (`SAVEPOINT`,
- * `COMMIT`), as one multi-statement query. A held `BEGIN` goes first when a query comes
- * (on a pipelining connection in the same round trip, without waiting for its answer);
- * a held release may wait past queries, which then run in the savepoint's subtransaction,
- * whose fate is the enclosing one's either way (and a notification is delivered at commit
- * wherever it stands).
+ * `COMMIT`; NOTIFYs after the `COMMIT`, see `commitThenNotify`), as one multi-statement
+ * query. A held `BEGIN` goes first when a query comes (on a pipelining connection in the
+ * same round trip, without waiting for its answer); on a pipelining connection a `SAVEPOINT`
+ * is held too and goes, with the releases before it, in the round trip of the query that
+ * follows it. A held release may wait past queries, which then run in the savepoint's
+ * subtransaction, whose fate is the enclosing one's either way (and a notification is
+ * delivered at commit wherever it stands).
  * `COMMIT` and `ROLLBACK [TO SAVEPOINT]` end every held savepoint themselves, so held
- * releases are dropped; a rollback also drops held notifications (all held statements came
- * after the savepoint rolled back to, since a `SAVEPOINT` sends what is held). `flush`
+ * releases are dropped; a rollback also drops held notifications (they came after the
+ * savepoint rolled back to: a `SAVEPOINT` is sent with what is held, or held only when no
+ * notice is), and a rollback to a savepoint still held sends it first. `flush`
  * sends what is held, for a transaction whose `COMMIT` is not this session's (PGlite's).
  * On a pipelining connection, `send` does not wait: the statements sent are awaited with
  * the next one (at the latest a savepoint's release or the commit), so the first failure
@@ -182,24 +193,59 @@ function holding(session: Session): Session & { flush(): Promise<void>; send: Qu
     for (const p of before) await p;
     return next;
   };
+  /**
+   * COMMIT, then the transaction's NOTIFYs in a notify-only transaction of their own, in one
+   * round trip. Postgres serializes the commits of transactions that sent NOTIFY (a
+   * database-wide lock, taken in PreCommit_Notify and held until the commit record is
+   * flushed): with its NOTIFYs inside, every write would commit one at a time, a WAL flush
+   * each, whatever the pool's size. Sent after it, writes commit side by side (group commit)
+   * and the notify-only transaction, which does not wait for its flush (`synchronous_commit`
+   * off: it writes nothing but notices, which a server crash takes with it anyway), holds that
+   * lock only briefly. The leading `SELECT 1` fails in a transaction that a statement sent
+   * without waiting aborted, so the rest is skipped and no notice tells of a rolled-back
+   * write (COMMIT alone would roll back without an error). A notice that fails once the data
+   * committed (too long, or Postgres's notification queue full) is dropped: the write stands.
+   */
+  const commitThenNotify = async (begin: string[], notices: string[]): Promise<void> => {
+    const batch = [
+      ...begin,
+      'SELECT 1',
+      'COMMIT',
+      'BEGIN',
+      ...notices,
+      'SET LOCAL synchronous_commit = off',
+      'COMMIT',
+    ].join('; ');
+    let noticeFailed = false;
+    await after(
+      session.exec(batch).catch((e: unknown) => {
+        if (!NOTICE_FAILURES.has(sqlState(e) ?? '')) throw e;
+        noticeFailed = true;
+      }),
+    );
+    if (noticeFailed) await session.exec('ROLLBACK').catch(() => undefined);
+  };
   const self: Session & { flush(): Promise<void>; send: Queryable['send'] } = {
     async flush() {
       if (held.length > 0) await after(session.exec(held.splice(0).join('; ')));
     },
     async query<R>(text: string, params?: unknown[]) {
-      if (held[0] === 'BEGIN') {
-        held.shift();
+      if (held.some(opens)) {
+        // What opens the transaction or a savepoint goes first, and the releases before it;
+        // notices stay held for the commit.
+        const batch = held.filter((h) => !h.startsWith('NOTIFY'));
+        held = held.filter((h) => h.startsWith('NOTIFY'));
         if (session.pipelined) {
-          // One write for both (where the socket can be corked); BEGIN's failure, if
+          // One write for both (where the socket can be corked); the batch's failure, if
           // any, is the one reported.
-          const [begin, result] = (session.together ?? ((fn) => fn()))(
-            () => [session.exec('BEGIN'), session.query<R>(text, params)] as const,
+          const [opened, result] = (session.together ?? ((fn) => fn()))(
+            () => [session.exec(batch.join('; ')), session.query<R>(text, params)] as const,
           );
           result.catch(() => undefined);
-          await begin;
+          await opened;
           return result;
         }
-        await session.exec('BEGIN');
+        await session.exec(batch.join('; '));
       }
       return after(session.query<R>(text, params));
     },
@@ -220,9 +266,29 @@ function holding(session: Session): Session & { flush(): Promise<void>; send: Qu
         held.push(text);
         return;
       }
-      if (text === 'COMMIT') held = held.filter((h) => !h.startsWith('RELEASE SAVEPOINT'));
-      else if (text.startsWith('ROLLBACK')) {
+      // On a pipelining connection a savepoint goes out with the statement that follows it,
+      // unless statements sent before it are unanswered (their failure is reported here, not
+      // inside the savepoint) or notices are held (a rollback to it would drop them).
+      if (
+        text.startsWith('SAVEPOINT') &&
+        session.pipelined &&
+        sent.length === 0 &&
+        !held.some((h) => h.startsWith('NOTIFY'))
+      ) {
+        held.push(text);
+        return;
+      }
+      if (text === 'COMMIT') {
+        const notices = held.filter((h) => h.startsWith('NOTIFY'));
         held = held.filter((h) => h === 'BEGIN');
+        if (notices.length > 0) return commitThenNotify(held.splice(0), notices);
+      } else if (text.startsWith('ROLLBACK')) {
+        // A savepoint rolled back to that is still held is sent first, with what it follows
+        // (held since it was, so no notices); what came after it is dropped.
+        const at = text.startsWith('ROLLBACK TO SAVEPOINT ')
+          ? held.lastIndexOf(text.slice('ROLLBACK TO '.length))
+          : -1;
+        held = at >= 0 ? held.slice(0, at + 1) : held.filter((h) => h === 'BEGIN');
         await Promise.allSettled(sent.splice(0));
       }
       const batch = [...held, text].join('; ');

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { poolQueryable, type Queryable } from '../src/queryable.js';
 import { describeServer, POSTGRES_URL } from './support.js';
 
@@ -57,5 +57,144 @@ describeServer('a pipelining pool: statements sent without waiting', () => {
       await q.send(`INSERT INTO ${table} VALUES ($1)`, ['d']);
     });
     expect(await ids()).toEqual(['c', 'd', 'taken']);
+  });
+
+  describe('a savepoint sent with the statement after it', () => {
+    /**
+     * The statements sent while `fn` runs, each marked `+` when sent before the previous one
+     * was answered (in the same round trip), else `*` (a round trip of its own).
+     */
+    const sentWhile = async (fn: () => Promise<unknown>) => {
+      const texts: string[] = [];
+      const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
+      const original = proto.query;
+      const unanswered = new WeakMap<object, number>();
+      proto.query = function (this: object, ...args: unknown[]) {
+        const q = args[0] as string | { text: string };
+        const waiting = unanswered.get(this) ?? 0;
+        texts.push(`${waiting > 0 ? '+' : '*'} ${typeof q === 'string' ? q : q.text}`);
+        const result = original.apply(this, args);
+        if (result instanceof Promise) {
+          unanswered.set(this, waiting + 1);
+          const answered = () => unanswered.set(this, (unanswered.get(this) ?? 1) - 1);
+          result.then(answered, answered);
+        }
+        return result;
+      };
+      try {
+        await fn();
+      } finally {
+        proto.query = original;
+      }
+      return texts;
+    };
+
+    it('goes out with the query that follows it, a failure in it undone alone', async () => {
+      const texts = await sentWhile(() =>
+        db.transaction(async (q) => {
+          await q.transaction((sp) => sp.query(`INSERT INTO ${table} VALUES ($1)`, ['sp-a']));
+          const code = await failure(
+            q.transaction((sp) => sp.query(`INSERT INTO ${table} VALUES ($1)`, ['taken'])),
+          );
+          expect(code).toBe('23505');
+          await q.transaction((sp) => sp.query(`INSERT INTO ${table} VALUES ($1)`, ['sp-b']));
+        }),
+      );
+      const insert = `INSERT INTO ${table} VALUES ($1)`;
+      // Each savepoint goes with the statement after it; a release waits for its statements.
+      expect(texts).toEqual([
+        '* BEGIN; SAVEPOINT cairn_sp_0',
+        `+ ${insert}`,
+        '* RELEASE SAVEPOINT cairn_sp_0; SAVEPOINT cairn_sp_0',
+        `+ ${insert}`,
+        '* ROLLBACK TO SAVEPOINT cairn_sp_0',
+        '* RELEASE SAVEPOINT cairn_sp_0; SAVEPOINT cairn_sp_0',
+        `+ ${insert}`,
+        '* COMMIT',
+      ]);
+      expect(await ids()).toContain('sp-a');
+      expect(await ids()).toContain('sp-b');
+    });
+
+    it('is rolled back to when it sent nothing yet, and the transaction goes on', async () => {
+      const refused = new Error('refused before any statement');
+      await db.transaction(async (q) => {
+        await q.query(`INSERT INTO ${table} VALUES ($1)`, ['sp-c']);
+        await expect(
+          q.transaction(async () => {
+            throw refused;
+          }),
+        ).rejects.toBe(refused);
+        // Nested, the inner one failing before its first statement, the outer one after.
+        await expect(
+          q.transaction(async (outer) => {
+            await outer.transaction(async () => {
+              throw refused;
+            });
+          }),
+        ).rejects.toBe(refused);
+        await q.transaction(async (outer) => {
+          await outer.query(`INSERT INTO ${table} VALUES ($1)`, ['sp-d']);
+          await expect(
+            outer.transaction(async (inner) => {
+              await inner.query(`INSERT INTO ${table} VALUES ($1)`, ['sp-gone']);
+              throw refused;
+            }),
+          ).rejects.toBe(refused);
+        });
+      });
+      const found = await ids();
+      expect(found).toEqual(expect.arrayContaining(['sp-c', 'sp-d']));
+      expect(found).not.toContain('sp-gone');
+      expect((await db.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    });
+  });
+
+  describe('notices after the commit', () => {
+    const channel = `cairn_pipeline_${process.pid}`;
+    const listener = new pg.Client({ connectionString: POSTGRES_URL });
+    const heard: string[] = [];
+    beforeAll(async () => {
+      await listener.connect();
+      listener.on('notification', (n) => heard.push(n.payload ?? ''));
+      await listener.query(`LISTEN ${channel}`);
+    });
+    afterAll(() => listener.end());
+    /** Waits for `payload` to arrive, past anything sent before it. */
+    const marked = async (payload: string) => {
+      await db.exec(`NOTIFY ${channel}, '${payload}'`);
+      await expect.poll(() => heard.includes(payload), { timeout: 10_000 }).toBe(true);
+    };
+
+    it('tell nothing of a transaction a statement sent without waiting aborted', async () => {
+      heard.length = 0;
+      const code = await failure(
+        db.transaction(async (q) => {
+          await q.send(`INSERT INTO ${table} VALUES ($1)`, ['taken']);
+          await q.exec(`NOTIFY ${channel}, 'rolled back'`);
+        }),
+      );
+      expect(code).toBe('23505');
+      await marked('after');
+      expect(heard).toEqual(['after']);
+      expect(await ids()).not.toContain('rolled back');
+    });
+
+    it('leave the write committed when the notice itself fails, the connection usable', async () => {
+      heard.length = 0;
+      // Over Postgres's 8,000-byte limit: the NOTIFY fails once the data committed.
+      await db.transaction(async (q) => {
+        await q.send(`INSERT INTO ${table} VALUES ($1)`, ['kept']);
+        await q.exec(`NOTIFY ${channel}, '${'x'.repeat(9000)}'`);
+      });
+      expect(await ids()).toContain('kept');
+      await db.transaction(async (q) => {
+        await q.send(`INSERT INTO ${table} VALUES ($1)`, ['next']);
+        await q.exec(`NOTIFY ${channel}, 'next'`);
+      });
+      expect(await ids()).toContain('next');
+      await marked('after');
+      expect(heard).toEqual(['next', 'after']);
+    });
   });
 });

@@ -11,6 +11,20 @@ import type { Message } from '@cairn/core';
 import { newId } from '@cairn/core';
 import type { Store } from '@cairn/store';
 import { makeChain } from '@cairn/store/testing';
+
+const turnOf = (threadId: string) => ({
+  id: newId(),
+  threadId,
+  messageId: null,
+  source: null,
+  userId: null,
+  status: 'finished' as const,
+  state: {},
+  steps: [],
+  startedAt: Date.now(),
+  finishedAt: null,
+});
+
 import { createPostgresStore } from '@cairn/store-postgres';
 import {
   dropSchema,
@@ -121,6 +135,14 @@ async function workload(store: Store, agentId: string): Promise<void> {
   const [forgotten] = await store.addMemories([{ agentId, content: { text: 'forget me' } }]);
   await store.deleteMemories([forgotten!.id]);
   await store.deleteThread(gone.id);
+  // A user forgotten (their thread, a memory about them), then a late write for them refused.
+  const user = `user-${thread.id}`;
+  const theirs = await store.createThreadWithBranch({ resourceId: user });
+  await makeChain(store, theirs.thread.id, 2, null);
+  await store.addMemories([{ agentId, entityId: user, content: { text: `about ${user}` } }]);
+  await store.forget({ resourceId: user, entityId: user });
+  await store.createThread({ resourceId: user }).catch(() => undefined);
+  await store.putTurn({ ...turnOf(theirs.thread.id) }).catch(() => undefined);
 }
 
 /** A statement's parameter as a literal (EXECUTE in EXPLAIN takes no parameters). */

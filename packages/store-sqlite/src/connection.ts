@@ -119,6 +119,9 @@ export function connect(
     sqliteVec.load(db);
     if (!db.memory) db.pragma('journal_mode = WAL');
     db.pragma('foreign_keys = ON');
+    // Deleted content is overwritten with zeros, not left in free pages: what
+    // `Store.forget` deletes (and anything deleted before it) is gone from the file.
+    db.pragma('secure_delete = ON');
     if (!injected && !db.memory) {
       // Vector search scans the embeddings, one page per memory at 512 dimensions: read
       // through a memory map, a page costs a pointer, not a read() call. As large as

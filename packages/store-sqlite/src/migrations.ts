@@ -222,6 +222,20 @@ export const MIGRATIONS: readonly Migration[] = [
   ALTER TABLE cairn_embedding_cache_v5 RENAME TO cairn_embedding_cache;
   CREATE UNIQUE INDEX cairn_embedding_cache_key ON cairn_embedding_cache (embedder_id, content_hash);
   `,
+  // 6: tombstones of forgotten resources, entities, worlds, threads and branches (see
+  // Store.forget): ids only, never content; kept for good. The cache index on the hash
+  // alone lets forget drop a hash's rows of every embedder; the entity index finds an
+  // entity's memories without a scan.
+  `
+  CREATE TABLE cairn_tombstones (
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (kind, key)
+  ) WITHOUT ROWID;
+  CREATE INDEX cairn_embedding_cache_hash ON cairn_embedding_cache (content_hash);
+  CREATE INDEX cairn_memories_entity ON cairn_memories (entity_id);
+  `,
 ];
 
 /** Gives every stored message its jump pointer, a thread at a time. */

@@ -22,6 +22,9 @@ import type {
   MessageJump,
   SessionOptions,
   ThreadRow,
+  ThreadRowCounts,
+  Tombstone,
+  TombstoneKey,
 } from '@cairn/store/adapter';
 import { chainSql, lockTimeout, SqlTable, withSavepoint } from '@cairn/store/adapter';
 import { type Connection, isBusy, untilUnlocked } from './connection.js';
@@ -640,6 +643,58 @@ class SqliteSession implements DriverSession {
       put.run(embedderId, e.contentHash, encodeVector(e.embedding, Float64Array));
   }
 
+  // ---------------------------------------------------------------- forgetting
+
+  putTombstones(tombstones: Tombstone[]): void {
+    const put = this.#c.sql(
+      'INSERT INTO cairn_tombstones (kind, key, at) VALUES (?, ?, ?) ON CONFLICT (kind, key) DO NOTHING',
+    );
+    for (const t of tombstones) put.run(t.kind, t.key, t.at);
+  }
+
+  findTombstones(keys: TombstoneKey[]): Tombstone[] {
+    const find = this.#c.sql(
+      'SELECT kind, key, at FROM cairn_tombstones WHERE kind = ? AND key = ?',
+    );
+    const out: Tombstone[] = [];
+    for (const k of keys) {
+      const t = find.get(k.kind, k.key) as Tombstone | undefined;
+      if (t) out.push({ kind: t.kind, key: t.key, at: t.at });
+    }
+    return out;
+  }
+
+  countThreadRows(threadId: string): ThreadRowCounts {
+    return this.#c
+      .sql(
+        `SELECT (SELECT count(*) FROM cairn_messages WHERE thread_id = @t) AS messages,
+                (SELECT count(*) FROM cairn_branches WHERE thread_id = @t) AS branches,
+                (SELECT count(*) FROM cairn_state_commits WHERE branch_id IN
+                   (SELECT id FROM cairn_branches WHERE thread_id = @t)) AS stateCommits,
+                (SELECT count(*) FROM cairn_checkpoints WHERE thread_id = @t) AS checkpoints,
+                (SELECT count(*) FROM cairn_turns WHERE thread_id = @t) AS turns`,
+      )
+      .get({ t: threadId }) as ThreadRowCounts;
+  }
+
+  memoryHashesInUse(contentHashes: string[]): string[] {
+    const rows = this.#c
+      .rows(`SELECT DISTINCT content_hash FROM cairn_memories WHERE content_hash ${IN_LIST}`)
+      .all(json(contentHashes)) as Row[];
+    return rows.map((r) => r[0] as string);
+  }
+
+  deleteLeases(keys: string[]): number {
+    return this.#run(`DELETE FROM cairn_leases WHERE key ${IN_LIST}`, json(keys));
+  }
+
+  deleteCachedEmbeddings(contentHashes: string[]): number {
+    return this.#run(
+      `DELETE FROM cairn_embedding_cache WHERE content_hash ${IN_LIST}`,
+      json(contentHashes),
+    );
+  }
+
   // ---------------------------------------------------------------- session
 
   savepoint<T>(fn: () => Promise<T>): Promise<T> {
@@ -702,6 +757,34 @@ export class SqliteDriver implements Driver {
         throw e;
       }
     });
+  }
+
+  /**
+   * After a forget: the keyword index (after a forget of memories) merged into one segment (FTS5 keeps a deleted
+   * memory's terms in older segments until they merge; the pages freed are zeroed, see
+   * `secure_delete`), then the WAL copied into the file and truncated to nothing, so
+   * that the frames holding the deleted rows' old pages are gone. A checkpoint that
+   * another process's open read holds back is retried until `busyTimeoutMs`.
+   */
+  async scrub(what: { memories: boolean }): Promise<void> {
+    const c = this.#conn;
+    if (what.memories)
+      await this.run(
+        async () => {
+          c.sql("INSERT INTO cairn_memories_fts (cairn_memories_fts) VALUES ('optimize')").run();
+        },
+        { write: true },
+      );
+    if (c.db.memory) return;
+    await c.lock.run(() =>
+      untilUnlocked(() => {
+        const [r] = c.db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>;
+        if (r && r.busy !== 0)
+          throw Object.assign(new Error('the WAL checkpoint was held back by a reader'), {
+            code: 'SQLITE_BUSY',
+          });
+      }, this.#busyTimeoutMs),
+    );
   }
 
   async migrate(): Promise<void> {

@@ -18,6 +18,10 @@ export type {
   SessionOptions,
   StateCommitDraft,
   ThreadRow,
+  ThreadRowCounts,
+  Tombstone,
+  TombstoneKey,
+  TombstoneKind,
 } from './driver.js';
 export { asCairnError, checkOneOf, lockTimeout, schemaTooNew, takenMeanwhile } from './failures.js';
 export { type CreateStoreOptions, createStore } from './front-door.js';

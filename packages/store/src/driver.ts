@@ -107,6 +107,30 @@ export interface LatestCommitConditions {
   maxMessageDepth?: number;
 }
 
+/** What a tombstone names: a forgotten resource, entity, world, thread or branch. */
+export type TombstoneKind = 'resource' | 'entity' | 'world' | 'thread' | 'branch';
+
+/** A tombstone's key: its kind and the id it names. */
+export interface TombstoneKey {
+  kind: TombstoneKind;
+  key: string;
+}
+
+/** A record that `forget` deleted a subject's data: writes that would bring it back are refused. */
+export interface Tombstone extends TombstoneKey {
+  /** When the forget that recorded it began. */
+  at: Timestamp;
+}
+
+/** How many rows of each kind are under a thread, as `countThreadRows` reports them. */
+export interface ThreadRowCounts {
+  messages: number;
+  branches: number;
+  stateCommits: number;
+  checkpoints: number;
+  turns: number;
+}
+
 /**
  * One session of a driver: a transaction for writes, a connection (or snapshot) for
  * reads. The front door calls these methods only inside `Driver.run`, one at a time
@@ -431,6 +455,34 @@ export interface DriverSession {
     entries: Array<{ contentHash: string; embedding: number[] }>,
   ): MaybePromise<void>;
 
+  // ---------------------------------------------------------------- forgetting
+
+  /**
+   * Records tombstones; one whose kind and key are already recorded keeps its own `at`.
+   * They are never deleted.
+   */
+  putTombstones(tombstones: Tombstone[]): MaybePromise<void>;
+  /** The recorded tombstones among these keys, in any order. */
+  findTombstones(keys: TombstoneKey[]): MaybePromise<Tombstone[]>;
+  /**
+   * Optional, for a driver whose write sessions run side by side: locks these keys until
+   * the session ends (e.g. `pg_advisory_xact_lock_shared`, or `pg_advisory_xact_lock` when
+   * `exclusive`), taking them in a fixed order. A write that could bring a subject back
+   * takes them shared before it looks for tombstones; `forget` takes them exclusive while
+   * it records tombstones and deletes, so that a write that looked before the tombstone
+   * was there commits before the forget deletes, and one that looks after it sees it.
+   * Drivers whose write sessions exclude each other leave it out.
+   */
+  lockSubjects?(keys: TombstoneKey[], exclusive: boolean): MaybePromise<void>;
+  /** How many messages, branches, state commits, checkpoints and turns the thread has. */
+  countThreadRows(threadId: string): MaybePromise<ThreadRowCounts>;
+  /** The content hashes among these that a stored memory has, in any order. */
+  memoryHashesInUse(contentHashes: string[]): MaybePromise<string[]>;
+  /** Deletes the leases of these keys; returns how many existed. */
+  deleteLeases(keys: string[]): MaybePromise<number>;
+  /** Deletes the cached embeddings of these content hashes, of every embedder; returns how many. */
+  deleteCachedEmbeddings(contentHashes: string[]): MaybePromise<number>;
+
   // ---------------------------------------------------------------- session
 
   /**
@@ -441,10 +493,11 @@ export interface DriverSession {
   savepoint<T>(fn: () => Promise<T>): Promise<T>;
   /**
    * Optional: tells other store instances (other processes) about the changes this write
-   * session made, inside the transaction (e.g. `pg_notify`), called once just before the
-   * session commits. Each payload is one change as text, to hand unchanged to the
-   * `listen` callbacks of every instance (this one's included: the front door skips its
-   * own). Drivers whose notifications stay in the process leave it out.
+   * session made, called once just before the session commits. Each payload is one change
+   * as text, to hand unchanged to the `listen` callbacks of every instance (this one's
+   * included: the front door skips its own), only if the session commits: sent inside the
+   * transaction (e.g. `NOTIFY`) or by `run` once it committed. Drivers whose notifications
+   * stay in the process leave it out.
    */
   publish?(payloads: string[]): MaybePromise<void>;
 }
@@ -490,6 +543,13 @@ export interface Driver {
    * with the factories of `@cairn/core` and keep the driver error as `cause`.
    */
   translateError?(error: unknown): CairnError | undefined;
+  /**
+   * Optional: makes sure deleted data is gone from where the database keeps deleted bytes
+   * (free pages, a write-ahead log, index segments that still hold deleted terms). The
+   * front door calls it after `Store.forget` deleted everything, outside any session;
+   * `memories` says whether the forget was of memories (an entity or a world).
+   */
+  scrub?(what: { memories: boolean }): Promise<void>;
   /**
    * Optional, for `notifications: 'cluster'`: calls `onPayload` with every payload any
    * store instance (any process) passed to `DriverSession.publish`. Returns the function

@@ -18,7 +18,7 @@ import {
   type Thread,
   type Turn,
 } from '@cairn/core';
-import type { Driver, DriverSession, StateCommitDraft } from './driver.js';
+import type { Driver, DriverSession, StateCommitDraft, Tombstone, TombstoneKey } from './driver.js';
 import { type Change, ChangeEmitter } from './emitter.js';
 import { asCairnError } from './failures.js';
 import { Gate } from './gate.js';
@@ -30,6 +30,9 @@ import type {
   EmbeddingSpace,
   EntryListener,
   EntrySelector,
+  ForgetCounts,
+  ForgetReceipt,
+  ForgetSubject,
   LatestCommitQuery,
   ListEntriesOptions,
   ListMemoriesOptions,
@@ -64,6 +67,7 @@ import {
   checkContentHashes,
   checkEntryBatch,
   checkEntrySelector,
+  checkForgetSubject,
   checkId,
   checkIdList,
   checkLatestCommitQuery,
@@ -416,6 +420,86 @@ function touchBatch(drafts: MessageDraft[], touch: Touch): void {
     touch({ threadId, kind: 'messages' });
 }
 
+/** What every run lease key starts with (see `runLeaseKey`). */
+const RUN_LEASE_PREFIX = runLeaseKey('');
+
+/** Threads `forget` deletes per transaction: each with everything under it. */
+const FORGET_THREAD_PAGE = 20;
+/** Memories `forget` deletes per transaction. */
+const FORGET_MEMORY_PAGE = 200;
+
+const noCounts = (): ForgetCounts => ({
+  threads: 0,
+  branches: 0,
+  messages: 0,
+  stateCommits: 0,
+  checkpoints: 0,
+  turns: 0,
+  leases: 0,
+  memories: 0,
+  embeddings: 0,
+  cachedEmbeddings: 0,
+});
+
+function addCounts(total: ForgetCounts, page: Partial<ForgetCounts>): void {
+  for (const [k, n] of Object.entries(page)) total[k as keyof ForgetCounts] += n;
+}
+
+/** `FORGOTTEN`: a write that would bring back data of a forgotten subject. */
+function forgotten(t: Tombstone, cause?: unknown): CairnError {
+  return new CairnError(
+    'FORGOTTEN',
+    `${t.kind} ${show(t.key)} was forgotten at ${new Date(t.at).toISOString()}; its data cannot be written again`,
+    { details: { kind: t.kind, key: t.key, at: t.at }, ...(cause === undefined ? {} : { cause }) },
+  );
+}
+
+/** The tombstone of the first of these keys that has one, or null. */
+async function firstTombstone(s: DriverSession, keys: TombstoneKey[]): Promise<Tombstone | null> {
+  if (keys.length === 0) return null;
+  const found = await s.findTombstones(keys);
+  for (const k of keys) {
+    const t = found.find((f) => f.kind === k.kind && f.key === k.key);
+    if (t) return t;
+  }
+  return null;
+}
+
+/** `FORGOTTEN` for the first of these keys that has a tombstone; nothing when none has. */
+async function refuseForgotten(s: DriverSession, keys: TombstoneKey[]): Promise<void> {
+  if (keys.length === 0) return;
+  // Until this session ends, a forget of these keys waits for it (see `lockSubjects`).
+  if (s.lockSubjects) await s.lockSubjects(keys, false);
+  const found = await firstTombstone(s, keys);
+  if (found) throw forgotten(found);
+}
+
+/** The tombstones a new thread must not meet: its id when chosen by the caller, its resource. */
+function threadKeys(t: Thread, idGiven: boolean): TombstoneKey[] {
+  const keys: TombstoneKey[] = [];
+  if (idGiven) keys.push({ kind: 'thread', key: t.id });
+  if (t.resourceId !== null) keys.push({ kind: 'resource', key: t.resourceId });
+  return keys;
+}
+
+/**
+ * Deletes a page of the memories meeting `filter` (an entity's or a world's), and the
+ * cached embeddings of their content hashes that no remaining memory has. Returns what
+ * it deleted.
+ */
+async function forgetMemories(s: DriverSession, filter: MemoryFilter): Promise<ForgetCounts> {
+  const page = noCounts();
+  const batch = await s.listMemories(filter, FORGET_MEMORY_PAGE, 'oldest');
+  if (batch.length === 0) return page;
+  page.memories = await s.deleteMemories(batch.map((m) => m.id));
+  page.embeddings = batch.filter((m) => m.embedding !== null).length;
+  const hashes = [...new Set(batch.map((m) => m.contentHash))];
+  const inUse = new Set(await s.memoryHashesInUse(hashes));
+  const unused = hashes.filter((h) => !inUse.has(h));
+  if (unused.length > 0) page.cachedEmbeddings = await s.deleteCachedEmbeddings(unused);
+  return page;
+}
+
 /** The session of a running `transaction(fn)`: its driver session and what it changed. */
 interface TxState {
   session: DriverSession;
@@ -490,8 +574,28 @@ class FrontDoor implements Store {
     return this.#call(false, fn);
   }
 
-  #write<T>(fn: (s: DriverSession, touch: Touch) => Promise<T>): Promise<T> {
-    return this.#call(true, fn);
+  async #write<T>(fn: (s: DriverSession, touch: Touch) => Promise<T>): Promise<T> {
+    try {
+      return await this.#call(true, fn);
+    } catch (e) {
+      throw await this.#whyNotFound(e);
+    }
+  }
+
+  /**
+   * `FORGOTTEN` for a write that failed `NOT_FOUND` because its thread or branch was
+   * forgotten (a worker finishing a turn late); any other error as it is. Looked up only
+   * on this failure path, so writes that succeed pay nothing for tombstones.
+   */
+  async #whyNotFound(e: unknown): Promise<unknown> {
+    if (!isCairnError(e, 'NOT_FOUND')) return e;
+    const { id, threadId, branchId } = e.details;
+    const keys: TombstoneKey[] = [];
+    for (const key of new Set([id, threadId, branchId]))
+      if (typeof key === 'string') keys.push({ kind: 'thread', key }, { kind: 'branch', key });
+    if (keys.length === 0) return e;
+    const found = await this.#read((s) => firstTombstone(s, keys));
+    return found ? forgotten(found, e) : e;
   }
 
   // ---------------------------------------------------------------- threads
@@ -499,7 +603,9 @@ class FrontDoor implements Store {
   async createThread(input: NewThread): Promise<Thread> {
     this.#open();
     const t = checkNewThread(input, this.#d.now());
+    const keys = threadKeys(t, input.id !== undefined);
     return this.#write(async (s, touch) => {
+      await refuseForgotten(s, keys);
       await insertNewThread(s, t, touch);
       return t;
     });
@@ -513,7 +619,9 @@ class FrontDoor implements Store {
       { threadId: thread.id, name: input.branch ?? 'main', headMessageId: null },
       now,
     );
+    const keys = threadKeys(thread, input.id !== undefined);
     return this.#write(async (s, touch) => {
+      await refuseForgotten(s, keys);
       // The thread is this session's own: no other branch of it can be active.
       const branch = await insertNewThreadWithBranch(s, thread, { ...b, isActive: true }, touch);
       touch({ threadId: thread.id, kind: 'branch', branchId: b.id, headMessageId: null });
@@ -1025,6 +1133,12 @@ class FrontDoor implements Store {
         // A first acquisition races on the insert; the loser locks the winner's row.
         for (;;) {
           const current = await lockLease(s, i.key);
+          // A run lease of a forgotten thread would start a run on it: refused. Checked
+          // only for a new lease row: a forgotten thread's run lease was deleted.
+          if (current === null && i.key.startsWith(RUN_LEASE_PREFIX))
+            await refuseForgotten(s, [
+              { kind: 'thread', key: i.key.slice(RUN_LEASE_PREFIX.length) },
+            ]);
           const plan = planLeaseAcquire(current, i, this.#d.now());
           if (await s.putLease(plan.lease, current === null)) return plan;
         }
@@ -1077,7 +1191,13 @@ class FrontDoor implements Store {
     this.#open();
     const batch = normalizeNewMemories(memories, this.#d.now());
     if (batch.length === 0) return [];
+    const keys: TombstoneKey[] = [];
+    for (const key of new Set(batch.map((m) => m.entityId)))
+      if (key !== null) keys.push({ kind: 'entity', key });
+    for (const key of new Set(batch.map((m) => m.worldId)))
+      if (key !== null) keys.push({ kind: 'world', key });
     return this.#write(async (s) => {
+      await refuseForgotten(s, keys);
       const taken = new Set(await s.takenMemoryIds(batch.map((m) => m.id)));
       const first = batch.find((m) => taken.has(m.id));
       if (first) throw conflict(`memory id ${show(first.id)} is already used`, { id: first.id });
@@ -1243,6 +1363,7 @@ class FrontDoor implements Store {
     const r = checkThreadRecords(records);
     const threadId = r.thread.id;
     await this.#write(async (s, touch) => {
+      await refuseForgotten(s, threadKeys(r.thread, true));
       await insertNewThread(s, r.thread, touch);
       const planned = await planBatch(s, r.messages);
       await s.insertMessages(planned.messages, planned.jumps);
@@ -1369,6 +1490,96 @@ class FrontDoor implements Store {
     return this.#read(async (s) =>
       keyPage(await s.scanMemories(after, limit + 1), limit, (m) => m.id),
     );
+  }
+
+  // ---------------------------------------------------------------- forgetting
+
+  async forget(subject: ForgetSubject): Promise<ForgetReceipt> {
+    this.#open();
+    if (this.#tx)
+      throw invalidArgument(
+        'forget runs transactions of its own, a page at a time: call it on the store, not inside transaction()',
+      );
+    const checked = checkForgetSubject(subject);
+    const { resourceId, entityId, worldId } = checked;
+    const at = this.#d.now();
+    const subjects: Tombstone[] = [];
+    if (resourceId !== undefined) subjects.push({ kind: 'resource', key: resourceId, at });
+    if (entityId !== undefined) subjects.push({ kind: 'entity', key: entityId, at });
+    if (worldId !== undefined) subjects.push({ kind: 'world', key: worldId, at });
+    // The subject's tombstones first: from here on no write brings its data back.
+    // Writes that looked for these tombstones before they were there commit first.
+    await this.#write(async (s) => {
+      if (s.lockSubjects) await s.lockSubjects(subjects, true);
+      await s.putTombstones(subjects);
+    });
+    const counts = noCounts();
+    if (resourceId !== undefined)
+      for (;;) {
+        const page = await this.#write((s, touch) => this.#forgetThreads(s, touch, resourceId, at));
+        if (page.threads === 0) break;
+        addCounts(counts, page);
+      }
+    const filters: MemoryFilter[] = [];
+    if (entityId !== undefined) filters.push({ entityId });
+    if (worldId !== undefined) filters.push({ worldId });
+    for (const filter of filters) {
+      for (;;) {
+        const page = await this.#write((s) => forgetMemories(s, filter));
+        if (page.memories === 0) break;
+        addCounts(counts, page);
+      }
+    }
+    const d = this.#d;
+    if (d.driver.scrub)
+      await d.gate.shared(async () => {
+        try {
+          await d.driver.scrub!({ memories: filters.length > 0 });
+        } catch (e) {
+          throw d.translate(e);
+        }
+      });
+    return { subject: checked, counts, at };
+  }
+
+  /**
+   * Deletes a page of the resource's threads, each with everything under it, and records
+   * a tombstone for each thread and branch. Returns what it deleted.
+   */
+  async #forgetThreads(
+    s: DriverSession,
+    touch: Touch,
+    resourceId: string,
+    at: number,
+  ): Promise<ForgetCounts> {
+    const page = noCounts();
+    const rows = await s.listThreads({ resourceId, limit: FORGET_THREAD_PAGE });
+    // A create of one of these ids that looked for a tombstone already ends first.
+    if (s.lockSubjects && rows.length > 0)
+      await s.lockSubjects(
+        rows.map((r) => ({ kind: 'thread', key: r.thread.id })),
+        true,
+      );
+    const tombstones: Tombstone[] = [];
+    for (const { thread } of rows) {
+      const id = thread.id;
+      // The thread's writers are locked out first, in the order writers take the locks
+      // (as `deleteThread`'s `idleSince` does), so the counts are what the delete removes.
+      if (s.lockLease) await s.lockLease(runLeaseKey(id));
+      const branches = await s.listBranches(id);
+      if (s.lockBranch) for (const b of branches) await s.lockBranch(b.id, DEFAULT_LOCK_TIMEOUT_MS);
+      if (s.lockThread) await s.lockThread(id);
+      tombstones.push({ kind: 'thread', key: id, at });
+      // Listed again under the thread's lock: a branch created meanwhile is named too.
+      for (const b of await s.listBranches(id)) tombstones.push({ kind: 'branch', key: b.id, at });
+      const under = await s.countThreadRows(id);
+      if (!(await s.deleteThread(id))) continue;
+      addCounts(page, { threads: 1, ...under });
+      touch({ threadId: id, kind: 'thread' });
+    }
+    page.leases += await s.deleteLeases(rows.map((r) => runLeaseKey(r.thread.id)));
+    await s.putTombstones(tombstones);
+    return page;
   }
 
   // ---------------------------------------------------------------- lifecycle

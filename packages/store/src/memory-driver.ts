@@ -20,6 +20,9 @@ import type {
   MessageLink,
   SessionOptions,
   ThreadRow,
+  ThreadRowCounts,
+  Tombstone,
+  TombstoneKey,
 } from './driver.js';
 import { createStore } from './front-door.js';
 import { BM25, cosineSimilarity, matchesMemoryFilter, termCounts } from './memory-search.js';
@@ -51,6 +54,7 @@ function positiveZeros<T>(value: T): T {
   return value;
 }
 
+const tombstoneKey = (t: TombstoneKey) => `${t.kind}\u0000${t.key}`;
 const entryKey = (collection: string, id: string) => JSON.stringify([collection, id]);
 
 type Seq<T> = T & { seq: number };
@@ -131,6 +135,8 @@ class MemoryDriver implements Driver, DriverSession {
   readonly #memories = new Table<Seq<Memory>>(this.#journal);
   readonly #settings = new Table<EmbeddingSpace>(this.#journal);
   readonly #cache = new Table<number[]>(this.#journal);
+  /** By kind and key (`tombstoneKey`). */
+  readonly #tombstones = new Table<Tombstone>(this.#journal);
 
   run<T>(fn: (session: DriverSession) => Promise<T>, _options: SessionOptions): Promise<T> {
     return this.#lock.run(async () => {
@@ -544,6 +550,52 @@ class MemoryDriver implements Driver, DriverSession {
       .slice(0, q.count)
       .map((h) => ({ memory: stripSeq(h.m), seq: h.m.seq, relevance: h.relevance }));
   }
+  // ---------------------------------------------------------------- forgetting
+
+  putTombstones(tombstones: Tombstone[]): void {
+    for (const t of tombstones)
+      if (!this.#tombstones.get(tombstoneKey(t))) this.#tombstones.set(tombstoneKey(t), copy(t));
+  }
+  findTombstones(keys: TombstoneKey[]): Tombstone[] {
+    const found = new Map<string, Tombstone>();
+    for (const k of keys) {
+      const t = this.#tombstones.get(tombstoneKey(k));
+      if (t) found.set(tombstoneKey(k), copy(t));
+    }
+    return [...found.values()];
+  }
+  countThreadRows(threadId: string): ThreadRowCounts {
+    const counts = { messages: 0, branches: 0, stateCommits: 0, checkpoints: 0, turns: 0 };
+    for (const m of this.#messages.values()) if (m.threadId === threadId) counts.messages++;
+    for (const b of this.#branches.values()) {
+      if (b.threadId !== threadId) continue;
+      counts.branches++;
+      counts.stateCommits += this.#commits.get(b.id)?.length ?? 0;
+    }
+    for (const c of this.#checkpoints.values()) if (c.threadId === threadId) counts.checkpoints++;
+    for (const t of this.#turns.values()) if (t.threadId === threadId) counts.turns++;
+    return counts;
+  }
+  memoryHashesInUse(contentHashes: string[]): string[] {
+    const wanted = new Set(contentHashes);
+    const found = new Set<string>();
+    for (const m of this.#memories.values())
+      if (wanted.has(m.contentHash)) found.add(m.contentHash);
+    return [...found];
+  }
+  deleteLeases(keys: string[]): number {
+    let n = 0;
+    for (const key of new Set(keys)) if (this.#leases.delete(key)) n++;
+    return n;
+  }
+  deleteCachedEmbeddings(contentHashes: string[]): number {
+    const hashes = new Set(contentHashes);
+    let n = 0;
+    for (const key of [...this.#cache.rows.keys()])
+      if (hashes.has(key.slice(key.indexOf('\u0000') + 1)) && this.#cache.delete(key)) n++;
+    return n;
+  }
+
   getEmbeddingSpace(): EmbeddingSpace | null {
     const s = this.#settings.get('space');
     return s ? copy(s) : null;

@@ -308,6 +308,48 @@ export interface EntryChange {
 
 export type EntryListener = (change: EntryChange) => void;
 
+/**
+ * Whose data `forget` deletes: at least one key. With several, each is forgotten.
+ *
+ * @example
+ * ```ts
+ * const receipt = await store.forget({ resourceId: 'user-1', entityId: 'user-1' });
+ * ```
+ */
+export interface ForgetSubject {
+  /** The threads of this resource (`Thread.resourceId`: a user or tenant) and all under them. */
+  resourceId?: string;
+  /** The memories about this entity (`Memory.entityId`). */
+  entityId?: string;
+  /** The memories of this world (`Memory.worldId`). */
+  worldId?: string;
+}
+
+/** How many of each kind `forget` deleted. */
+export interface ForgetCounts {
+  threads: number;
+  branches: number;
+  messages: number;
+  stateCommits: number;
+  checkpoints: number;
+  turns: number;
+  /** The forgotten threads' run leases (`runLeaseKey`). */
+  leases: number;
+  memories: number;
+  /** Deleted memories that held an embedding (their vector-index rows went with them). */
+  embeddings: number;
+  /** Embedding-cache rows (any embedder) of the deleted memories' content hashes that no remaining memory uses. */
+  cachedEmbeddings: number;
+}
+
+/** What `forget` did: the subject as checked, what it deleted, and when it began. */
+export interface ForgetReceipt {
+  subject: ForgetSubject;
+  counts: ForgetCounts;
+  /** When the forget began: the time its tombstones record. */
+  at: Timestamp;
+}
+
 export interface StoreChange {
   threadId: string;
   kind: 'thread' | 'messages' | 'branch' | 'checkpoint' | 'state';
@@ -337,7 +379,8 @@ export function runLeaseKey(threadId: string): string {
  * needs is `NOT_FOUND`; an id or name already taken, or a compare-and-set that lost, is
  * `CONFLICT`; malformed input (empty or over-long names, self-parenting, a parent in
  * another thread, non-JSON data, bad limits) is `INVALID_ARGUMENT`; a vector of the
- * wrong width is `EMBEDDING_MISMATCH`; any call after `close()` is `CLOSED`.
+ * wrong width is `EMBEDDING_MISMATCH`; a write that would bring back data of a subject
+ * `forget` deleted is `FORGOTTEN`; any call after `close()` is `CLOSED`.
  *
  * @example
  * ```ts
@@ -570,6 +613,41 @@ export interface Store {
   restoreLeases(leases: Lease[]): Promise<void>;
   /** Every memory, by id (binary order); `addMemories` writes them back as they are. */
   scanMemories(options?: PageOptions): Promise<Page<Memory>>;
+
+  // forgetting
+  /**
+   * Deletes a subject's data for good and refuses it from then on. For a `resourceId`:
+   * every thread of that resource and everything under it (messages, branches, state
+   * commits, checkpoints, turns, the thread's run lease). For an `entityId` or
+   * `worldId`: every memory with it, its embedding and keyword-index rows, and the
+   * embedding-cache rows of its content hash when no remaining memory has that hash.
+   *
+   * First it records a tombstone for each key given, then it deletes in small
+   * transactions (a page of threads or memories each), recording a tombstone for each
+   * thread and branch it deletes. From then on any write that would bring the subject's
+   * data back fails with `FORGOTTEN` (details: `kind`, `key`, `at`): `createThread`,
+   * `createThreadWithBranch` and `restoreThread` of that resource or of a forgotten
+   * thread id, `addMemories` with that entity or world, a run lease of a forgotten
+   * thread, and a write to a forgotten thread or branch (a worker finishing a turn late)
+   * that would otherwise be `NOT_FOUND`. Tombstones are kept (they survive reopening)
+   * and are never lifted: they hold the ids, never content. A store that keeps deleted
+   * bytes (a SQLite file's free pages and WAL) scrubs them before `forget` returns; see
+   * each store's README for what stays until its own maintenance (Postgres: `VACUUM`).
+   *
+   * Safe to run again (a forget that was cut off part-way finishes on the next call; the
+   * counts are what this call deleted). Not inside `transaction()`: `INVALID_ARGUMENT`.
+   * A bad subject (no key, an unknown key, a malformed id) is `INVALID_ARGUMENT` before
+   * anything is written. Entries (`putEntries`) are not the store's to forget: they have
+   * no owner; delete those of the subject's threads with `deleteEntries`.
+   *
+   * @example
+   * ```ts
+   * const receipt = await store.forget({ resourceId: 'user-1' });
+   * console.log(receipt.counts.threads, receipt.counts.messages);
+   * await store.createThread({ resourceId: 'user-1' }); // FORGOTTEN
+   * ```
+   */
+  forget(subject: ForgetSubject): Promise<ForgetReceipt>;
 
   // lifecycle
   /**

@@ -34,6 +34,7 @@ import type {
   ChainOptions,
   EmbeddingSpace,
   EntrySelector,
+  ForgetSubject,
   LatestCommitQuery,
   ListEntriesOptions,
   ListMemoriesOptions,
@@ -196,6 +197,22 @@ export function checkNewThread(
     createdAt: now,
     updatedAt: now,
   };
+}
+
+const FORGET_KEYS = keysOf<ForgetSubject>()(['resourceId', 'entityId', 'worldId']);
+
+/**
+ * `forget`'s subject: an object of known keys, at least one given, each an id. Returns
+ * the keys given, in a fixed order.
+ */
+export function checkForgetSubject(subject: ForgetSubject): ForgetSubject {
+  checkObjectArgument(subject, 'forget subject', FORGET_KEYS);
+  const out: ForgetSubject = {};
+  for (const key of FORGET_KEYS)
+    if (subject[key] !== undefined) out[key] = checkId(subject[key], key);
+  if (Object.keys(out).length === 0)
+    throw invalid(`forget needs a subject: one or more of ${FORGET_KEYS.join(', ')}`);
+  return out;
 }
 
 export function checkThreadPatch(patch: ThreadPatch): ThreadPatch {

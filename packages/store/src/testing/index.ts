@@ -5,6 +5,7 @@ import { describeCheckpoints } from './specs/checkpoints.js';
 import { describeDifferential } from './specs/differential.js';
 import { describeEmbeddingSpace } from './specs/embedding-space.js';
 import { describeEntries } from './specs/entries.js';
+import { describeForget } from './specs/forget.js';
 import { describeKeywordSearch } from './specs/keyword-search.js';
 import { describeLeases } from './specs/leases.js';
 import { describeLifecycle } from './specs/lifecycle.js';
@@ -49,6 +50,7 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeNotifications,
   describeLifecycle,
   describeSharedData,
+  describeForget,
   describeOneRule,
   describeDifferential,
 ];

@@ -64,6 +64,7 @@ const CLOSED_CALLS: Array<[string, (s: Store) => Promise<unknown>]> = [
     'putCachedEmbeddings',
     (s) => s.putCachedEmbeddings('e', [{ contentHash: 'h', embedding: [1] }]),
   ],
+  ['forget', (s) => s.forget({ resourceId: 'r' })],
   ['transaction', (s) => s.transaction(async () => 1)],
   ['migrate', (s) => s.migrate()],
 ];
