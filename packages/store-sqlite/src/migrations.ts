@@ -222,6 +222,18 @@ export const MIGRATIONS: readonly Migration[] = [
   ALTER TABLE cairn_embedding_cache_v5 RENAME TO cairn_embedding_cache;
   CREATE UNIQUE INDEX cairn_embedding_cache_key ON cairn_embedding_cache (embedder_id, content_hash);
   `,
+  // 6: memories with two times (event time valid_from/valid_to, system time created_at to
+  // superseded_at), a fact's versions tied by lineage_id, and the messages they came from
+  `
+  ALTER TABLE cairn_memories ADD COLUMN valid_from INTEGER;
+  ALTER TABLE cairn_memories ADD COLUMN valid_to INTEGER;
+  ALTER TABLE cairn_memories ADD COLUMN superseded_at INTEGER;
+  ALTER TABLE cairn_memories ADD COLUMN supersedes TEXT;
+  ALTER TABLE cairn_memories ADD COLUMN lineage_id TEXT;
+  ALTER TABLE cairn_memories ADD COLUMN source TEXT;
+  UPDATE cairn_memories SET lineage_id = id;
+  CREATE INDEX cairn_memories_lineage ON cairn_memories (lineage_id, created_at, seq);
+  `,
 ];
 
 /** Gives every stored message its jump pointer, a thread at a time. */

@@ -25,6 +25,7 @@ export { memoryDriver } from './memory-driver.js';
 export {
   BM25,
   cosineSimilarity,
+  holdsAt,
   keywordTokens,
   matchesMemoryFilter,
   STOP_WORDS,
