@@ -1035,6 +1035,12 @@ function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
       return `$${params.length}::${typeof v === 'number' ? 'float8' : 'text'}`;
     },
     oneOf(column, values) {
+      // One value as an equality: a generic plan then walks an index on (column, order)
+      // for it (a fact's history by lineage), where `= ANY` may be planned as a scan in order.
+      if (values.length === 1) {
+        params.push(values[0]);
+        return `${column} = $${params.length}::text`;
+      }
       params.push(values);
       return `${column} = ANY($${params.length}::text[])`;
     },
