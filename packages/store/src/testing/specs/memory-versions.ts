@@ -225,18 +225,38 @@ export function describeMemoryVersions(options: StoreConformanceOptions): void {
       expect(ids(hits.map((h) => h.memory))).toEqual([v2.id]);
     });
 
-    it('lets one of two supersessions of a version racing each other win', async () => {
+    it('lets one of many supersessions of a version racing each other win, the others CONFLICT', async () => {
       const v1 = await add({ text: 'race' });
       const results = await Promise.allSettled(
-        ['first', 'second'].map((text) => store().supersedeMemory(v1.id, { content: { text } })),
+        Array.from({ length: 8 }, (_, i) =>
+          store().supersedeMemory(v1.id, { content: { text: `racer ${i}` } }),
+        ),
       );
       const won = results.filter((r) => r.status === 'fulfilled');
       const lost = results.filter((r) => r.status === 'rejected');
       expect(won).toHaveLength(1);
-      expect(lost).toHaveLength(1);
-      expect((lost[0] as PromiseRejectedResult).reason.code).toBe('CONFLICT');
+      expect(lost.map((r) => (r as PromiseRejectedResult).reason.code)).toEqual(
+        Array(7).fill('CONFLICT'),
+      );
       const history = await store().listMemories({ lineageIds: [v1.id] }, { order: 'oldest' });
       expect(ids(history)).toEqual([v1.id, (won[0] as PromiseFulfilledResult<Memory>).value.id]);
+    });
+
+    it('refuses a supersession that read the version before another one committed (CONFLICT)', async () => {
+      const v1 = await add({ text: 'overtaken' });
+      let late: Promise<Memory> | undefined;
+      const first = await store().transaction(async (tx) => {
+        const next = await tx.supersedeMemory(v1.id, { content: { text: 'first' } });
+        // Started while this transaction holds the version: where transactions run side by
+        // side it reads the version still open and waits for this one to commit.
+        late = store().supersedeMemory(v1.id, { content: { text: 'late' } });
+        late.catch(() => {});
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return next;
+      });
+      await expectCode(() => late!, 'CONFLICT');
+      const history = await store().listMemories({ lineageIds: [v1.id] }, { order: 'oldest' });
+      expect(ids(history)).toEqual([v1.id, first.id]);
     });
 
     describe('validAt and knownAt', () => {
