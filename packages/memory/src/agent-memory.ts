@@ -980,8 +980,10 @@ export class AgentMemory {
         throw invalid(
           `memory ${JSON.stringify(id)} is a document: forget it and ingest the new text instead of superseding it`,
         );
-      // Before any embedding: the store's own decision, on the version as read now.
-      planSupersede(id, current, checkMemoryVersion(version, Date.now()), Date.now());
+      // Before any embedding: the store's own decision, on the version as read now (a
+      // default validFrom is the store's clock, so only a given one is compared here).
+      const from = input.validFrom ?? current.validFrom ?? 0;
+      planSupersede(id, current, checkMemoryVersion({ ...version, validFrom: from }, 0), 0);
       await this.#checkSpace();
       const hash = contentHash(text);
       const { vectors, fresh } = await this.#embedWithCache([{ hash, text }], options.signal);
