@@ -7,8 +7,10 @@ import { CliError } from './database.js';
 /**
  * The dump format this code writes, and the newest it reads. 2: a memory's embedding whose
  * values are all float32s is base64 of them (in 1 always an array of numbers, still read).
+ * 3: a memory's times, versions and source (`validFrom` … `source`; a memory of an older
+ * dump is a first version, open and current).
  */
-export const DUMP_VERSION = 2;
+export const DUMP_VERSION = 3;
 
 /** The tables a dump holds, in the order their records come. */
 export const DUMP_TABLES = [
@@ -75,6 +77,12 @@ const FIELDS = {
     'contentHash',
     'embedding',
     'createdAt',
+    'validFrom',
+    'validTo',
+    'supersededAt',
+    'supersedes',
+    'lineageId',
+    'source',
   ],
   embeddingSpace: ['embedderId', 'dimensions'],
 } as const;

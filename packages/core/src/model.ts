@@ -150,7 +150,24 @@ export interface MemoryContent {
   [key: string]: JsonValue;
 }
 
-/** A long-term record an agent can recall. */
+/**
+ * Where a memory was learned: the thread (and branch) and the messages it came from. Kept
+ * as given: the thread or messages may be deleted later.
+ */
+export interface MemorySource {
+  threadId: string;
+  branchId?: string;
+  messageIds: string[];
+}
+
+/**
+ * A long-term record an agent can recall.
+ *
+ * Two times: event time, when the fact holds (`validFrom` to `validTo`), and system time,
+ * when the store held this version as current (`createdAt` to `supersededAt`). A fact that
+ * changes is recorded as a new version (`Store.supersedeMemory`) that `supersedes` the old
+ * one; every version of a fact shares its first version's id as `lineageId`.
+ */
 export interface Memory {
   id: string;
   type: MemoryType;
@@ -164,6 +181,18 @@ export interface Memory {
   contentHash: string;
   embedding: number[] | null;
   createdAt: Timestamp;
+  /** When the fact starts to hold (ms, inclusive); null: since always (not known). */
+  validFrom: Timestamp | null;
+  /** When the fact stops holding (ms, exclusive); null: open. A supersession sets it. */
+  validTo: Timestamp | null;
+  /** When a newer version replaced this one (system time); null: the current version. */
+  supersededAt: Timestamp | null;
+  /** The id of the version this one replaced; null for a first version. */
+  supersedes: string | null;
+  /** The id of the first version of this fact, shared by all its versions (its own id for a first version). */
+  lineageId: string;
+  /** The messages it was learned from; null when not given. */
+  source: MemorySource | null;
 }
 
 /** The one looking at memories: an agent, in a room, in a world. */

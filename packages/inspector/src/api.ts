@@ -405,6 +405,11 @@ export class InspectorApi {
         ranks,
         similarity: scoreIn('vector', m.id),
         keywordScore: scoreIn('keyword', m.id),
+        // The messages it was learned from, and its place among the versions of its fact.
+        provenance: m.source,
+        validFrom: m.validFrom,
+        validTo: m.validTo,
+        supersededAt: m.supersededAt,
       })),
     };
   }

@@ -228,3 +228,32 @@ describe('thread pages', () => {
     expect((await get('/api/threads?cursor=garbage')).status).toBe(400);
   });
 });
+
+describe('memory search', () => {
+  it('says where a hit was learned and whether a newer version replaced it', async () => {
+    const [old] = await store.addMemories([
+      {
+        agentId: 'a',
+        content: { text: 'provenance lives in Paris' },
+        source: { threadId: seeded.threadId, messageIds: [seeded.main[0]!.id] },
+      },
+    ]);
+    await store.supersedeMemory(old!.id, {
+      content: { text: 'provenance lives in Berlin' },
+      validFrom: 5,
+    });
+    const { status, body } = await get('/api/memory/search?q=provenance&mode=keyword');
+    expect(status).toBe(200);
+    const byText = new Map(body.hits.map((h: { text: string }) => [h.text, h]));
+    expect(byText.get('provenance lives in Paris')).toMatchObject({
+      provenance: { threadId: seeded.threadId, messageIds: [seeded.main[0]!.id] },
+      validTo: 5,
+      supersededAt: expect.any(Number),
+    });
+    expect(byText.get('provenance lives in Berlin')).toMatchObject({
+      validFrom: 5,
+      validTo: null,
+      supersededAt: null,
+    });
+  });
+});

@@ -10,6 +10,7 @@ import {
   MEMORY_TYPES,
   type Memory,
   type MemoryScope,
+  type MemorySource,
   type MemoryType,
   newId,
   type Timestamp,
@@ -24,7 +25,13 @@ import {
   type NewMemory,
   type Store,
 } from '@cairn/store';
-import { checkId, checkMemoryPatch, normalizeNewMemories } from '@cairn/store/adapter';
+import {
+  checkId,
+  checkMemoryPatch,
+  checkMemoryVersion,
+  normalizeNewMemories,
+  planSupersede,
+} from '@cairn/store/adapter';
 import { type ChunkOptions, checkChunkOptions, chunkText } from './chunk-text.js';
 import { checkEmbedder, type Embedder, embedChecked } from './embedder.js';
 import { hashingEmbedder } from './hashing-embedder.js';
@@ -56,7 +63,34 @@ export interface RememberInput {
   metadata?: JsonObject;
   id?: string;
   createdAt?: Timestamp;
+  /** When the fact starts to hold (ms); default null: since always. */
+  validFrom?: Timestamp | null;
+  /** When it stops holding (exclusive); default null: open. */
+  validTo?: Timestamp | null;
+  /** The messages it was learned from; recall hits carry it (`hit.memory.source`). */
+  source?: MemorySource | null;
 }
+
+/** The new value of a fact, for `supersede`. */
+export interface SupersedeInput {
+  text: string;
+  /** When the new value starts to hold; default now. The old value holds until then. */
+  validFrom?: Timestamp;
+  /** Default null: open. */
+  validTo?: Timestamp | null;
+  /** Default: the old version's metadata. */
+  metadata?: JsonObject;
+  /** Default: the old version's source. */
+  source?: MemorySource | null;
+}
+
+/**
+ * The instant a recall answers for. A number `t`: what the agent believed at `t` about `t`
+ * (`{ validAt: t, knownAt: t }`). `validAt`: what held then (event time); `knownAt`
+ * (default: now): as the store knew it then (system time), each version read as it was
+ * recorded by that instant.
+ */
+export type AsOf = Timestamp | { validAt: Timestamp; knownAt?: Timestamp };
 
 export interface WriteOptions {
   /** Store the text again even when the same text is already stored in the same place. */
@@ -128,8 +162,13 @@ export interface RecallOptions {
   mode?: RecallMode;
   /** When given, each score is multiplied by 0.5^(age / half-life) after the threshold. */
   recencyHalfLifeMs?: number;
-  /** The clock for recency (default `Date.now()`). */
+  /** The clock for recency and for what holds now (default `Date.now()`). */
   now?: Timestamp;
+  /**
+   * Answer as of another instant (see `AsOf`). Default: what holds now, as known now:
+   * the current version of each fact, and only facts whose validity includes now.
+   */
+  asOf?: AsOf;
   signal?: AbortSignal;
 }
 
@@ -228,6 +267,9 @@ const REMEMBER_KEYS = keysOf<RememberInput>()([
   'metadata',
   'id',
   'createdAt',
+  'validFrom',
+  'validTo',
+  'source',
 ]);
 /** Where an option given inside a memory's input goes. */
 const OPTIONS_ELSEWHERE = Object.fromEntries(
@@ -302,6 +344,8 @@ function dedupeKey(
   p: Pick<Memory, 'type' | 'agentId' | 'scope' | 'contentHash'> & {
     roomId?: string | null;
     worldId?: string | null;
+    validFrom?: Timestamp | null;
+    validTo?: Timestamp | null;
   },
 ): string {
   return JSON.stringify([
@@ -311,7 +355,34 @@ function dedupeKey(
     p.roomId ?? null,
     p.worldId ?? null,
     p.contentHash,
+    p.validFrom ?? null,
+    p.validTo ?? null,
   ]);
+}
+
+/** `RecallOptions.asOf` (or now) as the store's filter. */
+function timeFilter(
+  asOf: AsOf | undefined,
+  now: Timestamp,
+): Pick<MemoryFilter, 'validAt' | 'knownAt'> {
+  if (asOf === undefined) return { validAt: now };
+  const instant = (v: unknown, label: string) => {
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw invalid(`${label} must be a timestamp (ms since the epoch), got ${String(v)}`, {
+        field: label,
+      });
+    return v;
+  };
+  if (typeof asOf === 'number') return { validAt: instant(asOf, 'asOf'), knownAt: asOf };
+  if (typeof asOf !== 'object' || asOf === null)
+    throw invalid(`asOf must be a timestamp or { validAt, knownAt? }, got ${String(asOf)}`, {
+      field: 'asOf',
+    });
+  checkKeys(asOf, 'asOf', keysOf<Exclude<AsOf, number>>()(['validAt', 'knownAt']));
+  return {
+    validAt: instant(asOf.validAt, 'asOf.validAt'),
+    ...(asOf.knownAt === undefined ? {} : { knownAt: instant(asOf.knownAt, 'asOf.knownAt') }),
+  };
 }
 
 function chunks<T>(items: T[], size: number): T[][] {
@@ -443,6 +514,9 @@ export class AgentMemory {
         ...(input.metadata === undefined ? {} : { metadata: input.metadata }),
         ...(input.id === undefined ? {} : { id: input.id }),
         ...(input.createdAt === undefined ? {} : { createdAt: input.createdAt }),
+        ...(input.validFrom === undefined ? {} : { validFrom: input.validFrom }),
+        ...(input.validTo === undefined ? {} : { validTo: input.validTo }),
+        ...(input.source === undefined ? {} : { source: input.source }),
       };
       return { memory, sameAs: -1, embed: true };
     });
@@ -616,6 +690,7 @@ export class AgentMemory {
         'mode',
         'recencyHalfLifeMs',
         'now',
+        'asOf',
         'signal',
       ]),
     );
@@ -652,7 +727,15 @@ export class AgentMemory {
         worldId: options.worldId ?? null,
       },
     );
-    const filter: MemoryFilter = { viewer };
+    if (
+      options.now !== undefined &&
+      (typeof options.now !== 'number' || !Number.isFinite(options.now))
+    )
+      throw invalid(`now must be a timestamp (ms since the epoch), got ${String(options.now)}`);
+    const filter: MemoryFilter = {
+      viewer,
+      ...timeFilter(options.asOf, options.now ?? Date.now()),
+    };
     if (options.types !== undefined) filter.types = options.types;
     if (options.roomId !== undefined) filter.roomId = options.roomId;
     if (options.worldId !== undefined) filter.worldId = options.worldId;
@@ -751,7 +834,8 @@ export class AgentMemory {
   }
 
   /**
-   * The newest memories (newest first) that the viewer may see, optionally of one room.
+   * The newest memories (newest first) that the viewer may see and that hold now (current
+   * versions only), optionally of one room.
    *
    * @example
    * ```ts
@@ -767,7 +851,7 @@ export class AgentMemory {
     const limit = checkLimit(options.limit, 20, 10_000);
     const roomId = optionalString(options.roomId, 'roomId');
     const viewer = checkViewer(options.viewer ?? { agentId: this.agentId, roomId });
-    const filter: MemoryFilter = { viewer };
+    const filter: MemoryFilter = { viewer, validAt: Date.now() };
     if (roomId !== null) filter.roomId = roomId;
     if (options.types !== undefined) filter.types = options.types;
     return this.#store.listMemories(filter, { limit, order: 'newest' });
@@ -847,7 +931,100 @@ export class AgentMemory {
   }
 
   /**
-   * Deletes a memory; for a document, its fragments too. False when there was none.
+   * Records that a fact changed: the version `id` stays, closed (it holds until the new
+   * `validFrom`, default now, and is no longer current), and the new text is stored,
+   * embedded, as the next version of the same fact (`supersedes: id`, the same
+   * `lineageId`, the same place and scope). Nothing is deleted: `history` lists every
+   * version, and `recall` with `asOf` finds the one that held at an instant.
+   * `NOT_FOUND` when there is no memory `id`, `CONFLICT` when it was already superseded
+   * (supersede the newest version) or ends on its own, `INVALID_ARGUMENT` when the new
+   * version would start before the old one; nothing is written then. A document's text
+   * cannot be superseded: forget it and ingest the new text.
+   *
+   * @example
+   * ```ts
+   * const home = await memory.remember({ text: 'Ada lives in Paris', validFrom: Date.UTC(2024, 0, 1) });
+   * await memory.supersede(home.id, { text: 'Ada lives in Berlin', validFrom: Date.UTC(2026, 4, 3) });
+   * ```
+   */
+  async supersede(
+    id: string,
+    input: SupersedeInput,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<Memory> {
+    if (typeof id !== 'string' || id === '')
+      throw invalid('supersede: id must be a non-empty string');
+    if (typeof input !== 'object' || input === null)
+      throw invalid('supersede expects { text, validFrom?, validTo?, metadata?, source? }');
+    checkKeys(
+      input,
+      'supersede',
+      keysOf<SupersedeInput>()(['text', 'validFrom', 'validTo', 'metadata', 'source']),
+    );
+    checkKeys(options, 'supersede options', ['signal']);
+    const text = checkText(input.text, 'text');
+    const version = {
+      content: { text },
+      ...(input.validFrom === undefined ? {} : { validFrom: input.validFrom }),
+      ...(input.validTo === undefined ? {} : { validTo: input.validTo }),
+      ...(input.metadata === undefined ? {} : { metadata: input.metadata }),
+      ...(input.source === undefined ? {} : { source: input.source }),
+    };
+    // The store's checks of the version, before the embedder sees the text.
+    checkMemoryVersion(version, 0);
+    return this.#lock.run(async () => {
+      const current = await this.#store.getMemory(id);
+      if (!current)
+        throw new CairnError('NOT_FOUND', `no memory ${JSON.stringify(id)}`, { details: { id } });
+      if (current.type === 'document')
+        throw invalid(
+          `memory ${JSON.stringify(id)} is a document: forget it and ingest the new text instead of superseding it`,
+        );
+      // Before any embedding: the store's own decision, on the version as read now (a
+      // default validFrom is the store's clock, so only a given one is compared here).
+      const from = input.validFrom ?? current.validFrom ?? 0;
+      planSupersede(id, current, checkMemoryVersion({ ...version, validFrom: from }, 0), 0);
+      await this.#checkSpace();
+      const hash = contentHash(text);
+      const { vectors, fresh } = await this.#embedWithCache([{ hash, text }], options.signal);
+      const next = await this.#store.transaction(async (tx) => {
+        await this.#ensureSpace(tx);
+        if (fresh.length) await tx.putCachedEmbeddings(this.embedder.id, fresh);
+        return tx.supersedeMemory(id, {
+          ...version,
+          content: { ...current.content, text },
+          contentHash: hash,
+          embedding: vectors.get(hash)!,
+        });
+      });
+      this.#version++;
+      return next;
+    });
+  }
+
+  /**
+   * Every version of the fact `id` is a version of, oldest first (the current one last);
+   * empty when there is no memory `id`.
+   *
+   * @example
+   * ```ts
+   * for (const v of await memory.history(id)) console.log(v.validFrom, v.validTo, v.content.text);
+   * ```
+   */
+  async history(id: string): Promise<Memory[]> {
+    if (typeof id !== 'string' || id === '')
+      throw invalid('history: id must be a non-empty string');
+    const memory = await this.#store.getMemory(id);
+    if (!memory) return [];
+    return this.#store.listMemories(
+      { lineageIds: [memory.lineageId] },
+      { limit: 10_000, order: 'oldest' },
+    );
+  }
+
+  /**
+   * Deletes a memory and every version of its fact (see `history`); for a document, its
+   * fragments too. False when there was none.
    *
    * @example
    * ```ts
@@ -860,6 +1037,11 @@ export class AgentMemory {
       const current = await this.#store.getMemory(id);
       if (!current) return false;
       const ids = [id];
+      for (const v of await this.#store.listMemories(
+        { lineageIds: [current.lineageId] },
+        { limit: 10_000 },
+      ))
+        if (v.id !== id) ids.push(v.id);
       if (current.type === 'document' && Array.isArray(current.metadata.fragmentIds)) {
         ids.push(
           ...(current.metadata.fragmentIds as string[]).filter((x) => typeof x === 'string'),
@@ -943,6 +1125,8 @@ export class AgentMemory {
         { limit: 10_000, order: 'oldest' },
       );
       for (const m of rows) {
+        // A replaced version is history: remembering its text again is a new memory.
+        if (m.supersededAt !== null) continue;
         const key = dedupeKey(m);
         if (wanted.has(key) && !found.has(key)) found.set(key, m);
       }

@@ -1,5 +1,6 @@
 export {
   AgentMemory,
+  type AsOf,
   type CreateMemoryOptions,
   createMemory,
   type DocumentInput,
@@ -13,6 +14,7 @@ export {
   type RecentOptions,
   type RememberInput,
   type RememberManyOptions,
+  type SupersedeInput,
   type UpdateInput,
   type WriteOptions,
 } from './agent-memory.js';

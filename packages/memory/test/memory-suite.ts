@@ -631,5 +631,126 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
         10,
       );
     });
+
+    it('supersede keeps the history; recall finds what holds now, asOf what held then, with its source', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a' });
+      const date = (y: number, m: number, d: number) => Date.UTC(y, m - 1, d);
+      const paris = await memory.remember({
+        text: 'Ada lives in Paris',
+        entityId: 'ada',
+        createdAt: date(2025, 1, 1),
+        validFrom: date(2024, 1, 1),
+        source: { threadId: 't1', messageIds: ['m1'] },
+      });
+      const berlin = await memory.supersede(paris.id, {
+        text: 'Ada lives in Berlin',
+        validFrom: date(2026, 5, 3),
+        source: { threadId: 't1', branchId: 'main', messageIds: ['m9'] },
+      });
+      expect(berlin).toMatchObject({ supersedes: paris.id, lineageId: paris.id, entityId: 'ada' });
+      const texts = (hits: Array<{ memory: Memory }>) => hits.map((h) => h.memory.content.text);
+      for (const mode of MODES) {
+        const now = await memory.recall('where does Ada live', { mode });
+        expect(texts(now), mode).toEqual(['Ada lives in Berlin']);
+        expect(now[0]!.memory.source).toEqual({
+          threadId: 't1',
+          branchId: 'main',
+          messageIds: ['m9'],
+        });
+        // In 2025, as known now, and as the agent knew it in mid-2025.
+        const then = await memory.recall('where does Ada live', {
+          mode,
+          asOf: { validAt: date(2025, 6, 1) },
+        });
+        expect(texts(then), mode).toEqual(['Ada lives in Paris']);
+        expect(then[0]!.memory.source).toEqual({ threadId: 't1', messageIds: ['m1'] });
+        expect(
+          texts(await memory.recall('where does Ada live', { mode, asOf: date(2025, 6, 1) })),
+        ).toEqual(['Ada lives in Paris']);
+        // Mid-2026 as believed in mid-2025: the move was not known yet.
+        expect(
+          texts(
+            await memory.recall('where does Ada live', {
+              mode,
+              asOf: { validAt: date(2026, 6, 1), knownAt: date(2025, 6, 1) },
+            }),
+          ),
+        ).toEqual(['Ada lives in Paris']);
+        // Before the agent had recorded anything: nothing.
+        expect(
+          await memory.recall('where does Ada live', { mode, asOf: date(2024, 6, 1) }),
+        ).toEqual([]);
+      }
+      expect((await memory.recent()).map((m) => m.id)).toEqual([berlin.id]);
+      const history = await memory.history(berlin.id);
+      expect(history.map((m) => [m.content.text, m.validFrom, m.validTo])).toEqual([
+        ['Ada lives in Paris', date(2024, 1, 1), date(2026, 5, 3)],
+        ['Ada lives in Berlin', date(2026, 5, 3), null],
+      ]);
+      expect((await memory.history(paris.id)).map((m) => m.id)).toEqual([paris.id, berlin.id]);
+      expect(await memory.history('missing')).toEqual([]);
+      // forget deletes every version of the fact.
+      expect(await memory.forget(paris.id)).toBe(true);
+      expect(await memory.history(berlin.id)).toEqual([]);
+      expect(await store.countMemories()).toBe(0);
+    });
+
+    it('supersede refuses a replaced version, a missing one or an earlier start before embedding, writing nothing', async () => {
+      const store = await newStore();
+      const embedder = countingEmbedder();
+      const memory = createMemory({ store, agentId: 'a', embedder });
+      const v1 = await memory.remember({ text: 'the office is on floor 2', validFrom: 1000 });
+      const v2 = await memory.supersede(v1.id, {
+        text: 'the office is on floor 3',
+        validFrom: 2000,
+      });
+      const calls = embedder.texts();
+      const version = memory.version;
+      const code = async (p: Promise<unknown>) => {
+        const e = await rejects(p);
+        return isCairnError(e) ? e.code : String(e);
+      };
+      expect(await code(memory.supersede(v1.id, { text: 'floor 4' }))).toBe('CONFLICT');
+      expect(await code(memory.supersede('missing', { text: 'floor 4' }))).toBe('NOT_FOUND');
+      expect(await code(memory.supersede(v2.id, { text: 'floor 4', validFrom: 1500 }))).toBe(
+        'INVALID_ARGUMENT',
+      );
+      expect(
+        await code(memory.supersede(v2.id, { text: 'floor 4', validFrom: 3000, validTo: 2500 })),
+      ).toBe('INVALID_ARGUMENT');
+      expect(await code(memory.supersede(v2.id, { text: '' }))).toBe('INVALID_ARGUMENT');
+      expect(await code(memory.supersede(v2.id, { text: 'x', when: 1 } as never))).toBe(
+        'INVALID_ARGUMENT',
+      );
+      expect(await code(memory.remember({ text: 'x', validFrom: 5, validTo: 4 }))).toBe(
+        'INVALID_ARGUMENT',
+      );
+      expect(await code(memory.recall('office', { asOf: 'yesterday' as never }))).toBe(
+        'INVALID_ARGUMENT',
+      );
+      expect(await code(memory.recall('office', { asOf: { knownAt: 5 } as never }))).toBe(
+        'INVALID_ARGUMENT',
+      );
+      expect(embedder.texts()).toBe(calls);
+      expect(memory.version).toBe(version);
+      expect((await memory.history(v1.id)).map((m) => m.id)).toEqual([v1.id, v2.id]);
+      expect(await store.countMemories()).toBe(2);
+    });
+
+    it('remembers an old value again as a new memory once it was superseded', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a' });
+      const first = await memory.remember({ text: 'the light is red' });
+      await memory.supersede(first.id, { text: 'the light is green' });
+      const again = await memory.remember({ text: 'the light is red' });
+      expect(again.id).not.toBe(first.id);
+      expect(again.supersededAt).toBeNull();
+      expect(
+        (await memory.recall('light', { mode: 'keyword' }))
+          .map((h) => h.memory.content.text)
+          .sort(),
+      ).toEqual(['the light is green', 'the light is red']);
+    });
   });
 }

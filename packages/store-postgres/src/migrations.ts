@@ -244,6 +244,21 @@ CREATE INDEX entries_by_group ON ${s}.entries (collection, group_id, id);`,
 CREATE INDEX memories_by_entity ON ${s}.memories (entity_id);
 CREATE INDEX embedding_cache_by_hash ON ${s}.embedding_cache (content_hash);`,
   },
+  {
+    // Two times per memory: event time (valid_from, valid_to) and system time (created_at to
+    // superseded_at); a fact's versions share lineage_id (a first version's own id), found
+    // by index; source names the messages a memory was learned from.
+    name: 'memory versions, validity and source',
+    sql: (s) => `ALTER TABLE ${s}.memories ADD COLUMN valid_from double precision,
+  ADD COLUMN valid_to double precision,
+  ADD COLUMN superseded_at double precision,
+  ADD COLUMN supersedes text,
+  ADD COLUMN lineage_id text,
+  ADD COLUMN source jsonb;
+UPDATE ${s}.memories SET lineage_id = id;
+ALTER TABLE ${s}.memories ALTER COLUMN lineage_id SET NOT NULL;
+CREATE INDEX memories_by_lineage ON ${s}.memories (lineage_id, created_at, seq);`,
+  },
 ];
 
 /** Moves every branch's state commits into segments, the newest as its tail, then drops their table. */

@@ -707,13 +707,17 @@ export class PostgresSession implements DriverSession {
     const indexed = memories.map((m) => searchVector(m.content.text));
     await this.#q.query(
       `INSERT INTO ${this.#s}.memories (id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata,
-         content_hash, embedding, embedding_norm, search, search_len, created_at)
+         content_hash, embedding, embedding_norm, search, search_len, created_at,
+         valid_from, valid_to, superseded_at, supersedes, lineage_id, source)
        SELECT id, type, agent_id, entity_id, room_id, world_id, scope, content::jsonb, metadata::jsonb,
-         content_hash, embedding::float8[], embedding_norm, search::tsvector, search_len, created_at
+         content_hash, embedding::float8[], embedding_norm, search::tsvector, search_len, created_at,
+         valid_from, valid_to, superseded_at, supersedes, lineage_id, source::jsonb
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-         $9::text[], $10::text[], $11::text[], $12::float8[], $13::text[], $14::int[], $15::float8[])
+         $9::text[], $10::text[], $11::text[], $12::float8[], $13::text[], $14::int[], $15::float8[],
+         $16::float8[], $17::float8[], $18::float8[], $19::text[], $20::text[], $21::text[])
          WITH ORDINALITY AS u(id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata,
-           content_hash, embedding, embedding_norm, search, search_len, created_at, ord)
+           content_hash, embedding, embedding_norm, search, search_len, created_at,
+           valid_from, valid_to, superseded_at, supersedes, lineage_id, source, ord)
        ORDER BY ord`,
       [
         memories.map((m) => m.id),
@@ -731,6 +735,12 @@ export class PostgresSession implements DriverSession {
         indexed.map((x) => x.vector),
         indexed.map((x) => x.length),
         memories.map((m) => m.createdAt),
+        memories.map((m) => m.validFrom),
+        memories.map((m) => m.validTo),
+        memories.map((m) => m.supersededAt),
+        memories.map((m) => m.supersedes),
+        memories.map((m) => m.lineageId),
+        memories.map((m) => (m.source === null ? null : JSON.stringify(m.source))),
       ],
     );
     return memories;
@@ -758,6 +768,15 @@ export class PostgresSession implements DriverSession {
       ],
       MEMORY.decode,
     ))!;
+  }
+
+  async closeMemory(id: string, validTo: number, supersededAt: number): Promise<boolean> {
+    const rows = await this.#rows(
+      `UPDATE ${this.#s}.memories SET valid_to = $2, superseded_at = $3
+        WHERE id = $1 AND valid_to IS NULL AND superseded_at IS NULL RETURNING seq`,
+      [id, validTo, supersededAt],
+    );
+    return rows.length === 1;
   }
 
   async deleteMemories(ids: string[]): Promise<number> {
@@ -1119,6 +1138,12 @@ function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
       return `$${params.length}::${typeof v === 'number' ? 'float8' : 'text'}`;
     },
     oneOf(column, values) {
+      // One value as an equality: a generic plan then walks an index on (column, order)
+      // for it (a fact's history by lineage), where `= ANY` may be planned as a scan in order.
+      if (values.length === 1) {
+        params.push(values[0]);
+        return `${column} = $${params.length}::text`;
+      }
       params.push(values);
       return `${column} = ANY($${params.length}::text[])`;
     },

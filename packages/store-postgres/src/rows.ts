@@ -74,7 +74,8 @@ export const LEASE = table<Lease>(
 export const EMBEDDING_SPACE = table<EmbeddingSpace>('embedding_space', 'embedderId dimensions');
 export const MEMORY = table<Memory>(
   'memories',
-  'id type agentId entityId roomId worldId scope content* metadata* contentHash embedding createdAt',
+  'id type agentId entityId roomId worldId scope content* metadata* contentHash embedding createdAt ' +
+    'validFrom validTo supersededAt supersedes lineageId source*',
 );
 
 /** A float8[] literal; JavaScript's shortest round-trip form keeps every bit. */

@@ -277,6 +277,32 @@ describe('migrations on PGlite', () => {
     await migrated.close();
   });
 
+  it('gives memories stored before versions their own lineage, open and current', async () => {
+    const s = freshSchema();
+    await schemaBefore(sessionQueryable(db), s, 'memory versions, validity and source');
+    await db.exec(`INSERT INTO "${s}".memories (id, type, agent_id, scope, content, metadata, content_hash, created_at, search, search_len)
+      VALUES ('old', 'custom', 'a', 'private', '{"text":"Ada lives in Paris"}', '{}', 'h', 5, 'ada:1 lives:2 paris:3', 3)`);
+    const store = await createPostgresStore({ client: db }, { schema: s });
+    expect(await store.getMemory('old')).toMatchObject({
+      createdAt: 5,
+      validFrom: null,
+      validTo: null,
+      supersededAt: null,
+      supersedes: null,
+      lineageId: 'old',
+      source: null,
+    });
+    const next = await store.supersedeMemory('old', {
+      content: { text: 'Ada lives in Berlin' },
+      validFrom: 10,
+    });
+    expect(
+      (await store.listMemories({ lineageIds: ['old'] }, { order: 'oldest' })).map((m) => m.id),
+    ).toEqual(['old', next.id]);
+    expect((await store.listMemories({ validAt: 9 })).map((m) => m.id)).toEqual(['old']);
+    await store.close();
+  });
+
   it('reads the messages stored before packing as they were, and packs new ones by size', async () => {
     const s = freshSchema();
     await expectPackedOnOpen(sessionQueryable(db), s, () =>

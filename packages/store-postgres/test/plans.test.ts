@@ -114,6 +114,13 @@ async function workload(store: Store, agentId: string): Promise<void> {
   await store.countMemories({ agentId, roomId: thread.id });
   await store.searchMemories({ text: 'remember', filter: { agentId, roomId: thread.id } });
   await store.updateMemory(memory!.id, { metadata: { seen: true } });
+  // A fact's next version, its history (by lineage, oldest first) and what holds now.
+  const moved = await store.supersedeMemory(memory!.id, {
+    content: { text: `moved ${thread.id}` },
+  });
+  await store.listMemories({ lineageIds: [moved.lineageId] }, { order: 'oldest' });
+  await store.listMemories({ agentId, roomId: thread.id, validAt: Date.now() });
+  await store.countMemories({ agentId, validAt: Date.now(), knownAt: Date.now() - 1 });
   await store.putCachedEmbeddings('e', [{ contentHash: `h-${thread.id}`, embedding: [1, 0] }]);
   await store.getCachedEmbeddings('e', [`h-${thread.id}`]);
   await store.putEntries([

@@ -36,7 +36,11 @@ export function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
 
 /** The memory columns, in the order `memoryFromRow` reads them. */
 export const MEMORY_COLUMNS =
-  'm.id, m.type, m.agent_id, m.entity_id, m.room_id, m.world_id, m.scope, m.content, m.metadata, m.content_hash, m.embedding, m.created_at';
+  'm.id, m.type, m.agent_id, m.entity_id, m.room_id, m.world_id, m.scope, m.content, m.metadata, m.content_hash, m.embedding, m.created_at, ' +
+  'm.valid_from, m.valid_to, m.superseded_at, m.supersedes, m.lineage_id, m.source';
+
+/** The position of the column after `MEMORY_COLUMNS` in a row that selects one more. */
+export const AFTER_MEMORY_COLUMNS = 18;
 
 export function memoryFromRow(r: unknown[]): Memory {
   return {
@@ -52,6 +56,12 @@ export function memoryFromRow(r: unknown[]): Memory {
     contentHash: r[9] as string,
     embedding: r[10] == null ? null : decodeVector(r[10] as Uint8Array),
     createdAt: r[11] as number,
+    validFrom: r[12] as number | null,
+    validTo: r[13] as number | null,
+    supersededAt: r[14] as number | null,
+    supersedes: r[15] as string | null,
+    lineageId: r[16] as string,
+    source: r[17] == null ? null : JSON.parse(r[17] as string),
   };
 }
 

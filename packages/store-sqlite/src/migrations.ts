@@ -236,6 +236,18 @@ export const MIGRATIONS: readonly Migration[] = [
   CREATE INDEX cairn_embedding_cache_hash ON cairn_embedding_cache (content_hash);
   CREATE INDEX cairn_memories_entity ON cairn_memories (entity_id);
   `,
+  // 7: memories with two times (event time valid_from/valid_to, system time created_at to
+  // superseded_at), a fact's versions tied by lineage_id, and the messages they came from
+  `
+  ALTER TABLE cairn_memories ADD COLUMN valid_from INTEGER;
+  ALTER TABLE cairn_memories ADD COLUMN valid_to INTEGER;
+  ALTER TABLE cairn_memories ADD COLUMN superseded_at INTEGER;
+  ALTER TABLE cairn_memories ADD COLUMN supersedes TEXT;
+  ALTER TABLE cairn_memories ADD COLUMN lineage_id TEXT;
+  ALTER TABLE cairn_memories ADD COLUMN source TEXT;
+  UPDATE cairn_memories SET lineage_id = id;
+  CREATE INDEX cairn_memories_lineage ON cairn_memories (lineage_id, created_at, seq);
+  `,
 ];
 
 /** Gives every stored message its jump pointer, a thread at a time. */

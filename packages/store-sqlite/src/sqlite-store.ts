@@ -29,6 +29,7 @@ import type {
 import { chainSql, lockTimeout, SqlTable, withSavepoint } from '@cairn/store/adapter';
 import { type Connection, isBusy, untilUnlocked } from './connection.js';
 import {
+  AFTER_MEMORY_COLUMNS,
   decodeVector,
   encodeVector,
   MEMORY_COLUMNS,
@@ -87,7 +88,8 @@ const messageFromRow = (r: Row): Message => ({
 /** Memories are read by `memoryFromRow`; this table only writes them. */
 const MEMORIES = table<Memory>(
   'cairn_memories',
-  'id type agentId entityId roomId worldId scope content* text metadata* contentHash embedding createdAt',
+  'id type agentId entityId roomId worldId scope content* text metadata* contentHash embedding createdAt ' +
+    'validFrom validTo supersededAt supersedes lineageId source*',
 );
 /** A memory's column values: its text for the keyword index, its vector as float32. */
 const memoryFields = (m: Memory): Fields => ({
@@ -515,6 +517,18 @@ class SqliteSession implements DriverSession {
     return asStored(m);
   }
 
+  closeMemory(id: string, validTo: number, supersededAt: number): boolean {
+    return (
+      this.#run(
+        `UPDATE cairn_memories SET valid_to = ?, superseded_at = ?
+          WHERE id = ? AND valid_to IS NULL AND superseded_at IS NULL`,
+        validTo,
+        supersededAt,
+        id,
+      ) === 1
+    );
+  }
+
   deleteMemories(ids: string[]): number {
     return this.#run(`DELETE FROM cairn_memories WHERE id ${IN_LIST}`, json(ids));
   }
@@ -557,7 +571,7 @@ class SqliteSession implements DriverSession {
       for (const r of this.#c
         .rows(`SELECT ${MEMORY_COLUMNS}, m.seq FROM cairn_memories m WHERE m.seq ${IN_LIST}`)
         .all(json(ranked.map((r) => r.seq))) as Row[]) {
-        bySeq.set(r[12] as number, memoryFromRow(r));
+        bySeq.set(r[AFTER_MEMORY_COLUMNS] as number, memoryFromRow(r));
       }
     }
     return ranked.map((r) => ({ ...r, memory: bySeq.get(r.seq)! }));

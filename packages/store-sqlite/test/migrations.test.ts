@@ -119,6 +119,37 @@ describe('migrations', () => {
     ).toBeGreaterThan(50);
   });
 
+  it('gives memories stored before version 7 their own lineage, open and current', async () => {
+    const path = join(dir, `${newId()}.db`);
+    const old = new Database(path);
+    runMigrations(old, 6);
+    old.exec(`INSERT INTO cairn_memories (id, type, agent_id, scope, content, text, metadata, content_hash, created_at)
+      VALUES ('old', 'custom', 'a', 'private', '{"text":"Ada lives in Paris"}', 'Ada lives in Paris', '{}', 'h', 5)`);
+    old.close();
+    const store = createSqliteStore({ path });
+    const before = await store.getMemory('old');
+    expect(before).toMatchObject({
+      createdAt: 5,
+      validFrom: null,
+      validTo: null,
+      supersededAt: null,
+      supersedes: null,
+      lineageId: 'old',
+      source: null,
+    });
+    const next = await store.supersedeMemory('old', {
+      content: { text: 'Ada lives in Berlin' },
+      validFrom: 10,
+    });
+    expect(
+      (await store.listMemories({ lineageIds: ['old'] }, { order: 'oldest' })).map((m) => m.id),
+    ).toEqual(['old', next.id]);
+    expect(
+      (await store.searchMemories({ text: 'Ada', filter: { validAt: 9 } })).map((h) => h.memory.id),
+    ).toEqual(['old']);
+    await store.close();
+  });
+
   it('adds its tables to a file that holds other tables', async () => {
     const path = join(dir, `${newId()}.db`);
     const other = new Database(path);

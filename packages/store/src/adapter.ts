@@ -29,6 +29,7 @@ export { memoryDriver } from './memory-driver.js';
 export {
   BM25,
   cosineSimilarity,
+  holdsAt,
   keywordTokens,
   matchesMemoryFilter,
   STOP_WORDS,

@@ -403,6 +403,13 @@ export interface DriverSession {
    * embedding); returns it as a later read returns it.
    */
   replaceMemory(memory: Memory): MaybePromise<Memory>;
+  /**
+   * Compare-and-set, for `supersedeMemory`: sets the memory's `validTo` and `supersededAt`
+   * only if it exists and both are still null (one statement, e.g. `UPDATE … WHERE
+   * superseded_at IS NULL AND valid_to IS NULL`, so two sessions superseding one version
+   * at once cannot both succeed). False, writing nothing, otherwise.
+   */
+  closeMemory(id: string, validTo: Timestamp, supersededAt: Timestamp): MaybePromise<boolean>;
   /** Deletes the memories of these ids; returns how many existed. */
   deleteMemories(ids: string[]): MaybePromise<number>;
   /**

@@ -42,6 +42,7 @@ import type {
   MemoryHit,
   MemoryPatch,
   MemorySearch,
+  MemoryVersion,
   NewBranch,
   NewCheckpoint,
   NewEntry,
@@ -82,6 +83,7 @@ import {
   checkMemoryFilter,
   checkMemoryPatch,
   checkMemorySearch,
+  checkMemoryVersion,
   checkName,
   checkNewBranch,
   checkNewCheckpoint,
@@ -108,6 +110,7 @@ import {
   planLeaseRelease,
   planLeaseRenew,
   planMessageBatch,
+  planSupersede,
   resolveEmbeddingSpace,
 } from './validate.js';
 
@@ -1227,6 +1230,28 @@ class FrontDoor implements Store {
       if (p.metadata !== undefined) next.metadata = p.metadata;
       if (p.embedding !== undefined) next.embedding = p.embedding;
       return s.replaceMemory(next);
+    });
+  }
+
+  async supersedeMemory(id: string, next: MemoryVersion): Promise<Memory> {
+    this.#open();
+    checkId(id, 'memory id');
+    const now = this.#d.now();
+    const version = checkMemoryVersion(next, now);
+    return this.#write(async (s) => {
+      const plan = planSupersede(id, await s.getMemory(id), version, now);
+      if ((await s.takenMemoryIds([plan.memory.id])).length > 0)
+        throw conflict(`memory id ${show(plan.memory.id)} is already used`, {
+          id: plan.memory.id,
+        });
+      if (plan.memory.embedding) await this.#fitVector(s, plan.memory.embedding, 'embedding');
+      // A concurrent session may have superseded it since the read: decide again on what is stored.
+      if (!(await s.closeMemory(id, plan.closed.validTo!, plan.closed.supersededAt!))) {
+        planSupersede(id, await s.getMemory(id), version, now);
+        throw conflict(`memory ${show(id)} was superseded meanwhile`, { id });
+      }
+      const [stored] = await s.insertMemories([plan.memory]);
+      return stored!;
     });
   }
 

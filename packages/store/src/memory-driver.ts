@@ -486,6 +486,12 @@ class MemoryDriver implements Driver, DriverSession {
     this.#memories.set(memory.id, { ...copy(memory), seq });
     return copy(memory);
   }
+  closeMemory(id: string, validTo: number, supersededAt: number): boolean {
+    const m = this.#memories.get(id);
+    if (!m || m.validTo !== null || m.supersededAt !== null) return false;
+    this.#memories.set(id, { ...m, validTo, supersededAt });
+    return true;
+  }
   deleteMemories(ids: string[]): number {
     let n = 0;
     for (const id of new Set(ids)) if (this.#memories.delete(id)) n++;

@@ -33,11 +33,36 @@ export function matchesMemoryFilter(memory: Memory, filter: MemoryFilter = {}): 
   if (filter.createdAfter !== undefined && !(memory.createdAt > filter.createdAfter)) return false;
   if (filter.createdBefore !== undefined && !(memory.createdAt < filter.createdBefore))
     return false;
+  if (filter.lineageIds && !filter.lineageIds.includes(memory.lineageId)) return false;
+  if (!holdsAt(memory, filter.validAt, filter.knownAt)) return false;
   if (filter.metadataPrefix) {
     for (const [key, labels] of Object.entries(filter.metadataPrefix)) {
       const path = Object.hasOwn(memory.metadata, key) ? memory.metadata[key] : undefined;
       if (!Array.isArray(path) || !labels.every((label, i) => path[i] === label)) return false;
     }
+  }
+  return true;
+}
+
+/**
+ * The time rule of `MemoryFilter`'s `validAt` and `knownAt` (either may be undefined):
+ * recorded by `knownAt`; holding at `validAt`, where a version superseded after `knownAt`
+ * counts as open (as it was then); with `knownAt` alone, not superseded by then.
+ */
+export function holdsAt(
+  memory: Pick<Memory, 'createdAt' | 'validFrom' | 'validTo' | 'supersededAt'>,
+  validAt: number | undefined,
+  knownAt: number | undefined,
+): boolean {
+  const { createdAt, validFrom, validTo, supersededAt } = memory;
+  const supersededLater = supersededAt !== null && knownAt !== undefined && supersededAt > knownAt;
+  if (knownAt !== undefined) {
+    if (!(createdAt <= knownAt)) return false;
+    if (validAt === undefined && supersededAt !== null && !supersededLater) return false;
+  }
+  if (validAt !== undefined) {
+    if (validFrom !== null && !(validFrom <= validAt)) return false;
+    if (validTo !== null && !(validTo > validAt) && !supersededLater) return false;
   }
   return true;
 }

@@ -56,6 +56,21 @@ export function memoryFilterSql(filter: MemoryFilter, d: SqlFilterDialect): stri
     where.push(`${c('created_at')} > ${d.value(filter.createdAfter)}`);
   if (filter.createdBefore !== undefined)
     where.push(`${c('created_at')} < ${d.value(filter.createdBefore)}`);
+  oneOf('lineage_id', filter.lineageIds);
+  // The rule of `holdsAt`. Each placeholder is made where it goes in the text.
+  const { validAt, knownAt } = filter;
+  const supersededAfter = (k: number) =>
+    `(${c('superseded_at')} IS NOT NULL AND ${c('superseded_at')} > ${d.value(k)})`;
+  if (knownAt !== undefined) {
+    where.push(`${c('created_at')} <= ${d.value(knownAt)}`);
+    if (validAt === undefined)
+      where.push(`(${c('superseded_at')} IS NULL OR ${c('superseded_at')} > ${d.value(knownAt)})`);
+  }
+  if (validAt !== undefined) {
+    where.push(`(${c('valid_from')} IS NULL OR ${c('valid_from')} <= ${d.value(validAt)})`);
+    const open = `${c('valid_to')} IS NULL OR ${c('valid_to')} > ${d.value(validAt)}`;
+    where.push(`(${open}${knownAt === undefined ? '' : ` OR ${supersededAfter(knownAt)}`})`);
+  }
   for (const [key, labels] of Object.entries(filter.metadataPrefix ?? {}))
     where.push(d.jsonArrayPrefix(c('metadata'), key, labels));
   return where.length === 0 ? '1 = 1' : where.join(' AND ');

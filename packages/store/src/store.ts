@@ -8,6 +8,7 @@ import type {
   Memory,
   MemoryContent,
   MemoryScope,
+  MemorySource,
   MemoryType,
   Message,
   StateCommit,
@@ -176,6 +177,41 @@ export interface NewMemory {
   contentHash?: string;
   embedding?: number[] | null;
   createdAt?: Timestamp;
+  /** When the fact starts to hold (event time, ms); null (the default): since always. */
+  validFrom?: Timestamp | null;
+  /** When it stops holding (exclusive); null (the default): open. Not before `validFrom`. */
+  validTo?: Timestamp | null;
+  /**
+   * The rest describe a version's place in its history, as `supersedeMemory` writes them
+   * and `scanMemories` reads them, so that a copy keeps them. `supersededAt`: when a newer
+   * version replaced it (default null: current); `supersedes`: the version it replaced;
+   * `lineageId`: the first version's id (default: its own id).
+   */
+  supersededAt?: Timestamp | null;
+  supersedes?: string | null;
+  lineageId?: string;
+  /** The messages it was learned from. */
+  source?: MemorySource | null;
+}
+
+/**
+ * The new version `supersedeMemory` records. Where it belongs and who may see it (type,
+ * agent, entity, room, world, scope) are the old version's.
+ */
+export interface MemoryVersion {
+  id?: string;
+  content: MemoryContent;
+  /** Computed from `content.text` when omitted. */
+  contentHash?: string;
+  /** Default: the old version's metadata. */
+  metadata?: JsonObject;
+  embedding?: number[] | null;
+  /** When the new value starts to hold; default: now. The old version holds until then. */
+  validFrom?: Timestamp;
+  /** Default null: open. */
+  validTo?: Timestamp | null;
+  /** Default: the old version's source. */
+  source?: MemorySource | null;
 }
 
 export interface MemoryPatch {
@@ -212,6 +248,27 @@ export interface MemoryFilter {
    * ```
    */
   metadataPrefix?: Record<string, string[]>;
+  /** Only the versions of these facts (by `lineageId`): a fact's history. */
+  lineageIds?: string[];
+  /**
+   * Only what holds at this instant (event time): `validFrom <= validAt < validTo`, an
+   * open end holding for ever. Alone, as known now: a superseded version counts within
+   * the validity its supersession closed. Pass `Date.now()` for what holds now.
+   */
+  validAt?: Timestamp;
+  /**
+   * Only what the store knew at this instant (system time): versions recorded by then
+   * (`createdAt <= knownAt`). Alone, only the versions current then (not superseded by
+   * then). With `validAt`, each version is read as it was then: a version superseded
+   * after `knownAt` counts as still open.
+   *
+   * @example
+   * ```ts
+   * // What did the agent believe on 1 May about 1 April?
+   * await store.listMemories({ agentId, validAt: Date.UTC(2026, 3, 1), knownAt: Date.UTC(2026, 4, 1) });
+   * ```
+   */
+  knownAt?: Timestamp;
 }
 
 export interface ListMemoriesOptions {
@@ -534,6 +591,26 @@ export interface Store {
   addMemories(memories: NewMemory[]): Promise<Memory[]>;
   getMemory(id: string): Promise<Memory | null>;
   updateMemory(id: string, patch: MemoryPatch): Promise<Memory>;
+  /**
+   * Records a new version of a fact, atomically: the version `id` is closed (its `validTo`
+   * becomes the new `validFrom`, its `supersededAt` now) and `next` is stored as a new
+   * memory with `supersedes: id` and the same `lineageId`. Nothing is deleted. Returns
+   * the new version. `NOT_FOUND` when there is no memory `id`; `CONFLICT` when it is
+   * already superseded or ends on its own (`validTo` set): only an open, current version
+   * can be superseded; `INVALID_ARGUMENT` when the new version would start before the
+   * old one does.
+   *
+   * @example
+   * ```ts
+   * const [city] = await store.addMemories([{ agentId, content: { text: 'Ada lives in Paris' } }]);
+   * const moved = await store.supersedeMemory(city!.id, {
+   *   content: { text: 'Ada lives in Berlin' },
+   *   validFrom: Date.UTC(2026, 4, 3),
+   * });
+   * await store.listMemories({ lineageIds: [moved.lineageId] }, { order: 'oldest' }); // both versions
+   * ```
+   */
+  supersedeMemory(id: string, next: MemoryVersion): Promise<Memory>;
   deleteMemories(ids: string[]): Promise<number>;
   listMemories(filter?: MemoryFilter, options?: ListMemoriesOptions): Promise<Memory[]>;
   countMemories(filter?: MemoryFilter): Promise<number>;

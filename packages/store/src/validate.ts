@@ -19,6 +19,7 @@ import {
   MEMORY_SCOPES,
   MEMORY_TYPES,
   type Memory,
+  type MemorySource,
   type Message,
   newId,
   type StateCommit,
@@ -43,6 +44,7 @@ import type {
   MemoryFilter,
   MemoryPatch,
   MemorySearch,
+  MemoryVersion,
   NewBranch,
   NewCheckpoint,
   NewEntry,
@@ -717,7 +719,53 @@ const NEW_MEMORY_KEYS = keysOf<NewMemory>()([
   'contentHash',
   'embedding',
   'createdAt',
+  'validFrom',
+  'validTo',
+  'supersededAt',
+  'supersedes',
+  'lineageId',
+  'source',
 ]);
+
+/** A timestamp or null; undefined counts as null. */
+function checkOptionalTimestamp(value: unknown, label: string): number | null {
+  return value === null || value === undefined ? null : checkTimestamp(value, label, 0);
+}
+
+/** `validTo` must not come before `validFrom` (equal: a version that never held, a correction). */
+function checkValidity(validFrom: number | null, validTo: number | null, at: string): void {
+  if (validFrom !== null && validTo !== null && validTo < validFrom)
+    throw invalid(`${at}validTo (${validTo}) is before validFrom (${validFrom})`, {
+      field: `${at}validTo`,
+      validFrom,
+      validTo,
+    });
+}
+
+/** The most message ids one memory's `source` names. */
+export const MAX_SOURCE_MESSAGES = 1000;
+
+function checkSource(value: unknown, label: string): MemorySource | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'object' || Array.isArray(value))
+    throw invalid(
+      `${label} must be an object { threadId, branchId?, messageIds }, got ${show(value)}`,
+      {
+        field: label,
+      },
+    );
+  checkKeys(value, label, keysOf<MemorySource>()(['threadId', 'branchId', 'messageIds']));
+  const s = value as MemorySource;
+  const threadId = checkId(s.threadId, `${label}.threadId`);
+  const branchId = s.branchId === undefined ? undefined : checkId(s.branchId, `${label}.branchId`);
+  const messageIds = checkIdList(s.messageIds, `${label}.messageIds`);
+  if (messageIds.length > MAX_SOURCE_MESSAGES)
+    throw invalid(
+      `${label}.messageIds must name at most ${MAX_SOURCE_MESSAGES} messages, got ${messageIds.length}`,
+      { field: `${label}.messageIds` },
+    );
+  return { threadId, ...(branchId === undefined ? {} : { branchId }), messageIds: [...messageIds] };
+}
 
 /** Checks a batch of new memories and fills in ids, defaults and content hashes. */
 export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] {
@@ -764,7 +812,16 @@ export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] 
           : checkId(m.contentHash, `${at}.contentHash`),
       embedding,
       createdAt: checkTimestamp(m.createdAt, `${at}.createdAt`, now),
+      validFrom: checkOptionalTimestamp(m.validFrom, `${at}.validFrom`),
+      validTo: checkOptionalTimestamp(m.validTo, `${at}.validTo`),
+      supersededAt: checkOptionalTimestamp(m.supersededAt, `${at}.supersededAt`),
+      supersedes: checkOptionalId(m.supersedes, `${at}.supersedes`),
+      lineageId: '',
+      source: checkSource(m.source, `${at}.source`),
     };
+    memory.lineageId =
+      m.lineageId === undefined ? memory.id : checkId(m.lineageId, `${at}.lineageId`);
+    checkValidity(memory.validFrom, memory.validTo, `${at}.`);
     if (seen.has(memory.id))
       throw conflict(`${at}.id ${show(memory.id)} appears twice in the batch`, { id: memory.id });
     seen.add(memory.id);
@@ -774,6 +831,111 @@ export function normalizeNewMemories(batch: NewMemory[], now: number): Memory[] 
       throw invalid(`${at}: a shared memory needs a worldId`);
     return memory;
   });
+}
+
+const MEMORY_VERSION_KEYS = keysOf<MemoryVersion>()([
+  'id',
+  'content',
+  'contentHash',
+  'metadata',
+  'embedding',
+  'validFrom',
+  'validTo',
+  'source',
+]);
+
+/** A `supersedeMemory` version, checked on its own (before the old version is read). */
+export interface CheckedVersion {
+  id: string;
+  content: Memory['content'];
+  contentHash: string;
+  metadata?: JsonObject;
+  embedding: number[] | null;
+  validFrom: number;
+  validTo: number | null;
+  source?: MemorySource | null;
+}
+
+/** Checks `supersedeMemory`'s new version; `validFrom` defaults to `now`. */
+export function checkMemoryVersion(next: MemoryVersion, now: number): CheckedVersion {
+  if (typeof next !== 'object' || next === null || Array.isArray(next))
+    throw invalid(
+      `supersedeMemory expects a version { content, validFrom?, ... }, got ${show(next)}`,
+    );
+  checkKeys(next, 'supersedeMemory version', MEMORY_VERSION_KEYS);
+  const content = checkContent(next.content, 'content');
+  if (next.validFrom === null)
+    throw invalid('validFrom of a new version must be a timestamp (it closes the old version)', {
+      field: 'validFrom',
+    });
+  const out: CheckedVersion = {
+    id: next.id === undefined ? newId() : checkId(next.id, 'id'),
+    content,
+    contentHash:
+      next.contentHash === undefined
+        ? contentHash(content.text)
+        : checkId(next.contentHash, 'contentHash'),
+    embedding: next.embedding == null ? null : checkVector(next.embedding, 'embedding'),
+    validFrom: checkTimestamp(next.validFrom, 'validFrom', now),
+    validTo: checkOptionalTimestamp(next.validTo, 'validTo'),
+  };
+  if (next.metadata !== undefined) out.metadata = checkObject(next.metadata, 'metadata');
+  if (next.source !== undefined) out.source = checkSource(next.source, 'source');
+  checkValidity(out.validFrom, out.validTo, '');
+  return out;
+}
+
+/**
+ * `supersedeMemory`'s decision: the old version as closed and the new version to insert,
+ * or the error (`NOT_FOUND`, `CONFLICT`, `INVALID_ARGUMENT`) when `current` cannot be
+ * superseded by `next` at `now`.
+ */
+export function planSupersede(
+  id: string,
+  current: Memory | null,
+  next: CheckedVersion,
+  now: number,
+): { closed: Memory; memory: Memory } {
+  if (!current) throw new CairnError('NOT_FOUND', `no memory ${show(id)}`, { details: { id } });
+  if (current.supersededAt !== null)
+    throw conflict(
+      `memory ${show(id)} was already superseded (at ${current.supersededAt}): supersede its newest version`,
+      { id, supersededAt: current.supersededAt },
+    );
+  if (current.validTo !== null)
+    throw conflict(
+      `memory ${show(id)} ends on its own (validTo ${current.validTo}): only an open version can be superseded`,
+      { id, validTo: current.validTo },
+    );
+  if (current.validFrom !== null && next.validFrom < current.validFrom)
+    throw invalid(
+      `validFrom (${next.validFrom}) is before the old version's validFrom (${current.validFrom}): a new version cannot start before the one it replaces`,
+      { field: 'validFrom', validFrom: next.validFrom, previousValidFrom: current.validFrom },
+    );
+  if (next.id === id) throw conflict(`memory id ${show(id)} is the old version's`, { id });
+  return {
+    closed: { ...current, validTo: next.validFrom, supersededAt: now },
+    memory: {
+      id: next.id,
+      type: current.type,
+      agentId: current.agentId,
+      entityId: current.entityId,
+      roomId: current.roomId,
+      worldId: current.worldId,
+      scope: current.scope,
+      content: next.content,
+      metadata: next.metadata ?? current.metadata,
+      contentHash: next.contentHash,
+      embedding: next.embedding,
+      createdAt: now,
+      validFrom: next.validFrom,
+      validTo: next.validTo,
+      supersededAt: null,
+      supersedes: current.id,
+      lineageId: current.lineageId,
+      source: next.source === undefined ? current.source : next.source,
+    },
+  };
 }
 
 export function checkMemoryPatch(patch: MemoryPatch): MemoryPatch {
@@ -818,6 +980,9 @@ const MEMORY_FILTER_KEYS = keysOf<MemoryFilter>()([
   'createdAfter',
   'createdBefore',
   'metadataPrefix',
+  'lineageIds',
+  'validAt',
+  'knownAt',
 ]);
 /** A metadata key `metadataPrefix` can name (it becomes part of a JSON path in SQL). */
 const METADATA_KEY = /^[A-Za-z0-9_-]{1,200}$/;
@@ -883,6 +1048,9 @@ export function checkMemoryFilter(
   if (filter.createdBefore !== undefined)
     checkTimestamp(filter.createdBefore, 'filter.createdBefore', 0);
   if (filter.metadataPrefix !== undefined) checkMetadataPrefix(filter.metadataPrefix);
+  if (filter.lineageIds !== undefined) checkIdList(filter.lineageIds, 'filter.lineageIds');
+  if (filter.validAt !== undefined) checkTimestamp(filter.validAt, 'filter.validAt', 0);
+  if (filter.knownAt !== undefined) checkTimestamp(filter.knownAt, 'filter.knownAt', 0);
   return filter;
 }
 

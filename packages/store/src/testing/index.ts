@@ -11,6 +11,7 @@ import { describeLeases } from './specs/leases.js';
 import { describeLifecycle } from './specs/lifecycle.js';
 import { describeLineage } from './specs/lineage.js';
 import { describeMemories } from './specs/memories.js';
+import { describeMemoryVersions } from './specs/memory-versions.js';
 import { describeMessages } from './specs/messages.js';
 import { describeMetadataPrefix } from './specs/metadata-prefix.js';
 import { describeNotifications } from './specs/notifications.js';
@@ -41,6 +42,7 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeEntries,
   describeMemories,
   describeMetadataPrefix,
+  describeMemoryVersions,
   describeRecords,
   describeScopeIsolation,
   describeVectorSearch,

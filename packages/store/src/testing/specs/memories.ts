@@ -59,6 +59,12 @@ export function describeMemories(options: StoreConformanceOptions): void {
           metadata: { weight: 0.5, reviewed: false },
           contentHash: 'custom-hash',
           createdAt: 1_650_000_000_000,
+          validFrom: 1_600_000_000_000,
+          validTo: 1_700_000_000_000.5,
+          supersededAt: 1_650_000_000_001,
+          supersedes: 'an-older-version',
+          lineageId: 'the-first-version',
+          source: { threadId: 't-1', branchId: 'b-1', messageIds: ['m-1', 'm-2'] },
         };
         const [m] = await store().addMemories([input]);
         expect(m).toEqual({ ...input, embedding: null } as Memory);
