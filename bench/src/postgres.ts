@@ -1,3 +1,4 @@
+import { sentWhile } from '@cairn/store-postgres/testing';
 import pg from 'pg';
 
 /** The PostgreSQL server the bench suites use (the same variable as the tests). */
@@ -18,45 +19,15 @@ export async function postgresUnreachable(): Promise<string | null> {
   }
 }
 
-/**
- * Round trips to a server made by this process's pg clients while `fn` runs: a query is
- * one (several statements in one simple query count once, as they travel together),
- * unless its client pipelines and a query of it is still unanswered, which it travels with.
- */
-export async function roundTrips(fn: () => unknown): Promise<number> {
-  return (await wireCounts(fn)).roundTrips;
-}
+/** Round trips to the server made by this process's pg clients while `fn` runs. */
+export { roundTrips } from '@cairn/store-postgres/testing';
 
-/** `roundTrips`, and the queries sent (a simple query of several statements counts once). */
+/** Round trips, and the queries sent (a simple query of several statements counts once). */
 export async function wireCounts(
   fn: () => unknown,
 ): Promise<{ roundTrips: number; queries: number }> {
-  type Client = { pipeline?: boolean };
-  const proto = pg.Client.prototype as unknown as {
-    query: (this: Client, ...args: unknown[]) => unknown;
-  };
-  const original = proto.query;
-  const unanswered = new WeakMap<Client, number>();
-  let n = 0;
-  let queries = 0;
-  proto.query = function (this: Client, ...args: unknown[]) {
-    const waiting = unanswered.get(this) ?? 0;
-    if (!(this.pipeline && waiting > 0)) n++;
-    queries++;
-    const result = original.apply(this, args);
-    if (result instanceof Promise) {
-      unanswered.set(this, waiting + 1);
-      const answered = () => unanswered.set(this, (unanswered.get(this) ?? 1) - 1);
-      result.then(answered, answered);
-    }
-    return result;
-  };
-  try {
-    await fn();
-  } finally {
-    proto.query = original;
-  }
-  return { roundTrips: n, queries };
+  const sent = await sentWhile(fn);
+  return { roundTrips: sent.filter((s) => !s.pipelined).length, queries: sent.length };
 }
 
 /** Counts of queries by the pattern they were asked for, kept by `queryCounter`. */

@@ -9,6 +9,7 @@ import {
   freshSchema,
   POSTGRES_TEST_URL,
   postgresTestSkip,
+  roundTrips,
 } from '@cairn/store-postgres/testing';
 import { AIMessage, HumanMessage } from '@langchain/core/messages';
 import {
@@ -26,7 +27,6 @@ import { CairnSaver } from '../src/index.js';
 // The pg the Postgres store uses (not a dependency of this package).
 const storePostgres = createRequire(import.meta.url).resolve('@cairn/store-postgres');
 const pg = createRequire(storePostgres)('pg') as {
-  Client: { prototype: object };
   Pool: new (config: {
     connectionString: string;
     max: number;
@@ -49,36 +49,6 @@ function turnGraph(checkpointer: BaseCheckpointSaver) {
     .addEdge('note', 'agent')
     .addEdge('agent', END)
     .compile({ checkpointer });
-}
-
-/**
- * The round trips `fn` makes on pg connections: a statement sent while an earlier one on its
- * connection is unanswered (pipelined) rides in that one's round trip (as the bench counts).
- */
-async function roundTrips(fn: () => Promise<unknown>): Promise<number> {
-  const proto = pg.Client.prototype as unknown as {
-    query: (this: { pipeline?: boolean }, ...args: unknown[]) => unknown;
-  };
-  const original = proto.query;
-  const unanswered = new WeakMap<object, number>();
-  let n = 0;
-  proto.query = function (...args) {
-    const waiting = unanswered.get(this) ?? 0;
-    if (!(this.pipeline && waiting > 0)) n++;
-    const result = original.apply(this, args);
-    if (result instanceof Promise) {
-      unanswered.set(this, waiting + 1);
-      const answered = () => unanswered.set(this, (unanswered.get(this) ?? 1) - 1);
-      result.then(answered, answered);
-    }
-    return result;
-  };
-  try {
-    await fn();
-  } finally {
-    proto.query = original;
-  }
-  return n;
 }
 
 /** Round trips of a thread's second turn (its first made the thread). */

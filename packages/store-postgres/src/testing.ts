@@ -107,3 +107,51 @@ export async function postgresServerTestStore(
     await postgresTestSkip(label),
   );
 }
+
+/** A statement a pg client sent: its text, and whether it rode in an earlier one's round trip. */
+export interface SentStatement {
+  text: string;
+  /** Sent on a pipelining connection while an earlier query of it was unanswered. */
+  pipelined: boolean;
+}
+
+/**
+ * The statements this process's pg clients send while `fn` runs, in order (a simple query of
+ * several statements is one), each marked `pipelined` when it travels in the round trip of
+ * an earlier query of its connection that is still unanswered.
+ */
+export async function sentWhile(fn: () => unknown): Promise<SentStatement[]> {
+  type Client = { pipeline?: boolean };
+  const proto = pg.Client.prototype as unknown as {
+    query: (this: Client, ...args: unknown[]) => unknown;
+  };
+  const original = proto.query;
+  const unanswered = new WeakMap<Client, number>();
+  const sent: SentStatement[] = [];
+  proto.query = function (this: Client, ...args: unknown[]) {
+    const q = args[0] as string | { text: string };
+    const waiting = unanswered.get(this) ?? 0;
+    sent.push({
+      text: typeof q === 'string' ? q : q.text,
+      pipelined: this.pipeline === true && waiting > 0,
+    });
+    const result = original.apply(this, args);
+    if (result instanceof Promise) {
+      unanswered.set(this, waiting + 1);
+      const answered = () => unanswered.set(this, (unanswered.get(this) ?? 1) - 1);
+      result.then(answered, answered);
+    }
+    return result;
+  };
+  try {
+    await fn();
+  } finally {
+    proto.query = original;
+  }
+  return sent;
+}
+
+/** The round trips to the server `fn` makes: the statements `sentWhile` marks not pipelined. */
+export async function roundTrips(fn: () => unknown): Promise<number> {
+  return (await sentWhile(fn)).filter((s) => !s.pipelined).length;
+}

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { poolQueryable, type Queryable } from '../src/queryable.js';
+import { sentWhile as statementsSent } from '../src/testing.js';
 import { describeServer, POSTGRES_URL } from './support.js';
 
 /** The SQLSTATE a call failed with (it must fail). */
@@ -64,30 +65,8 @@ describeServer('a pipelining pool: statements sent without waiting', () => {
      * The statements sent while `fn` runs, each marked `+` when sent before the previous one
      * was answered (in the same round trip), else `*` (a round trip of its own).
      */
-    const sentWhile = async (fn: () => Promise<unknown>) => {
-      const texts: string[] = [];
-      const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
-      const original = proto.query;
-      const unanswered = new WeakMap<object, number>();
-      proto.query = function (this: object, ...args: unknown[]) {
-        const q = args[0] as string | { text: string };
-        const waiting = unanswered.get(this) ?? 0;
-        texts.push(`${waiting > 0 ? '+' : '*'} ${typeof q === 'string' ? q : q.text}`);
-        const result = original.apply(this, args);
-        if (result instanceof Promise) {
-          unanswered.set(this, waiting + 1);
-          const answered = () => unanswered.set(this, (unanswered.get(this) ?? 1) - 1);
-          result.then(answered, answered);
-        }
-        return result;
-      };
-      try {
-        await fn();
-      } finally {
-        proto.query = original;
-      }
-      return texts;
-    };
+    const sentWhile = async (fn: () => Promise<unknown>) =>
+      (await statementsSent(fn)).map((s) => `${s.pipelined ? '+' : '*'} ${s.text}`);
 
     it('goes out with the query that follows it, a failure in it undone alone', async () => {
       const texts = await sentWhile(() =>
