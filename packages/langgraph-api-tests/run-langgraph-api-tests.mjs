@@ -61,6 +61,28 @@ const NOT_APPLICABLE = {
   'custom routes - mutate request body': "langgraph.json's `http.app`: not part of cairn serve",
   'custom routes - langgraph': "langgraph.json's `http.app`: not part of cairn serve",
 };
+/**
+ * The other test files of libs/langgraph-api/tests at COMMIT, and why they do not run: none
+ * calls a server. They import the LangGraph API server's own modules and test those.
+ */
+const FILES_NOT_RUN = {
+  'stream.test.mts': "unit tests of the server's streamState and omitUndefined (src/stream.mts)",
+  'protocol-v2/multitask-strategy.test.mts':
+    "unit tests of its normalizeMultitaskStrategy; the strategies themselves are api.test.mts's multitasking block, which runs",
+  'protocol-v2/stream-sdk.test.mts':
+    'the protocol v2 (streaming projections) against its own embedded Hono server: a protocol cairn serve does not serve',
+  'protocol-transport.test.mts':
+    'the protocol v2 WebSocket transport (/threads/:id/stream/events): a protocol cairn serve does not serve',
+  'protocol-session.test.mts': 'unit tests of its RunProtocolSession (protocol v2)',
+  'run-auth.test.mts':
+    'unit tests of its applyAuthToRunConfig (what auth.test.mts checks through a server)',
+  'persist.test.mts': 'unit tests of its in-memory storage serializer',
+  'parser.test.mts': 'unit tests of its TypeScript schema parser',
+  'embed.test.mts': 'unit tests of its embeddable Hono app',
+  'semver.test.mts': 'unit tests of its version checks',
+  'spawn-args.test.mts': 'unit tests of its CLI argument building',
+};
+
 /** Describe blocks none of whose tests apply, and why. */
 const NOT_APPLICABLE_BLOCKS = {
   'auth filter matching':
@@ -256,6 +278,7 @@ async function main() {
     log(message);
     return 0;
   }
+  for (const [file, why] of Object.entries(FILES_NOT_RUN)) log(`not run: ${file}: ${why}`);
   const ports = {};
   for (const suite of SUITES) ports[suite.file] = await choosePort(suite.port);
   const { dir, tests } = extract(ports);
