@@ -31,7 +31,7 @@ for (let n = 0; Date.now() < deadline; n++) {
       continue;
     }
     result.turns++;
-    (result.tags[threadId] ??= []).push(tag);
+    result.tags[threadId] = [...(result.tags[threadId] ?? []), tag];
   } catch (e) {
     result.errors++;
     if (result.errorSamples.length < 5) result.errorSamples.push(String((e as Error).message));
