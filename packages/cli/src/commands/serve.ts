@@ -39,6 +39,11 @@ export async function serve(t: Target, o: ServeOptions, io: Io): Promise<number>
           throw new CliError(e.message);
         })
       : undefined;
+  const loopback = /^(localhost|127(\.\d{1,3}){3}|::1)$/.test(o.host);
+  if (!loopback && !auth && process.env.CAIRN_SERVE_INSECURE !== '1')
+    throw new CliError(
+      `--host ${o.host} lets other machines call the server: set --token (or CAIRN_SERVE_TOKEN) or auth.path in langgraph.json, or CAIRN_SERVE_INSECURE=1 to serve without auth`,
+    );
   const store = await openStore(t, t.kind === 'sqlite' ? 'create' : 'migrate');
   try {
     const server = await createCairnServer({
