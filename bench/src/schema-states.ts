@@ -41,7 +41,8 @@ export interface WorkerConfig {
   schema: string;
   version: 1 | 2;
   worker: number;
-  threads: string[];
+  /** A file of the thread ids, one per line (10,000 ids are too long for a command line). */
+  threadsFile: string;
   seconds: number;
 }
 

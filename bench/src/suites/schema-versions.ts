@@ -8,6 +8,8 @@
  *
  *   CAIRN_BENCH_SCHEMA_THREADS (default 10000), CAIRN_BENCH_SCHEMA_SECONDS (default 600)
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
@@ -78,20 +80,23 @@ const suite: Suite = {
       log(
         `${WORKERS_PER_VERSION} v1 and ${WORKERS_PER_VERSION} v2 worker processes for ${SECONDS} s`,
       );
+      const dir = mkdtempSync(join(tmpdir(), 'cairn-bench-schema-'));
+      const threadsFile = join(dir, 'threads.txt');
+      writeFileSync(threadsFile, ids.join('\n'));
       const configs: WorkerConfig[] = [1, 2].flatMap((version) =>
         Array.from({ length: WORKERS_PER_VERSION }, (_, w) => ({
           url: POSTGRES_URL,
           schema,
           version: version as 1 | 2,
           worker: w,
-          threads: ids,
+          threadsFile,
           seconds: SECONDS,
         })),
       );
       const results = await runProcesses<WorkerResult>(
         script,
         configs.map((c) => [JSON.stringify(c)]),
-      );
+      ).finally(() => rmSync(dir, { recursive: true, force: true }));
       const sum = (version: 1 | 2, key: 'turns' | 'refused' | 'errors') =>
         results.filter((_, i) => configs[i]!.version === version).reduce((n, r) => n + r[key], 0);
       const samples = results.flatMap((r) => r.errorSamples);

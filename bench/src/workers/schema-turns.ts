@@ -5,6 +5,7 @@
  *
  *   node schema-turns.js '<WorkerConfig as JSON>'
  */
+import { readFileSync } from 'node:fs';
 import { createPostgresStore } from '@cairn/store-postgres';
 import { schemaTurn, type WorkerConfig, type WorkerResult } from '../schema-states.js';
 
@@ -13,6 +14,7 @@ const store = await createPostgresStore(
   { connectionString: c.url },
   { schema: c.schema, maxConnections: 2 },
 );
+const threads = readFileSync(c.threadsFile, 'utf8').split('\n').filter(Boolean);
 const owner = `v${c.version}-worker-${c.worker}`;
 const result: WorkerResult = { turns: 0, refused: 0, errors: 0, errorSamples: [], tags: {} };
 process.stdout.write('ready\n');
@@ -23,7 +25,7 @@ await new Promise<void>((resolve) => {
 });
 const deadline = Date.now() + c.seconds * 1000;
 for (let n = 0; Date.now() < deadline; n++) {
-  const threadId = c.threads[Math.floor(Math.random() * c.threads.length)]!;
+  const threadId = threads[Math.floor(Math.random() * threads.length)]!;
   const tag = `${owner}-${n}`;
   try {
     if ((await schemaTurn(store, c.version, threadId, owner, tag, n)) === 'refused') {
