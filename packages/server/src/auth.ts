@@ -96,7 +96,7 @@ function asHttpError(e: unknown): unknown {
   if (typeof e !== 'object' || e === null || !('status' in e) || !('headers' in e)) return e;
   const { status, message, headers } = e as { status: number; message?: string; headers?: unknown };
   const h: Record<string, string> = {};
-  new Headers(headers as HeadersInit | undefined).forEach((v, k) => {
+  new Headers(headers as ConstructorParameters<typeof Headers>[0]).forEach((v, k) => {
     h[k] = v;
   });
   return new HttpError(status, message || 'Unauthorized', h);
