@@ -259,6 +259,12 @@ UPDATE ${s}.memories SET lineage_id = id;
 ALTER TABLE ${s}.memories ALTER COLUMN lineage_id SET NOT NULL;
 CREATE INDEX memories_by_lineage ON ${s}.memories (lineage_id, created_at, seq);`,
   },
+  {
+    // Each lease's queue of waiting acquisitions, so a freed lease goes to the waiters of
+    // every process in the order they asked.
+    name: 'lease waiters',
+    sql: (s) => `ALTER TABLE ${s}.leases ADD COLUMN waiters jsonb NOT NULL DEFAULT '[]';`,
+  },
 ];
 
 /** Moves every branch's state commits into segments, the newest as its tail, then drops their table. */

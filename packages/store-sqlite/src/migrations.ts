@@ -248,6 +248,11 @@ export const MIGRATIONS: readonly Migration[] = [
   UPDATE cairn_memories SET lineage_id = id;
   CREATE INDEX cairn_memories_lineage ON cairn_memories (lineage_id, created_at, seq);
   `,
+  // 8: each lease's queue of waiting acquisitions (JSON), so a freed lease goes to the
+  // waiters of every process in the order they asked
+  `
+  ALTER TABLE cairn_leases ADD COLUMN waiters TEXT NOT NULL DEFAULT '[]';
+  `,
 ];
 
 /** Gives every stored message its jump pointer, a thread at a time. */
