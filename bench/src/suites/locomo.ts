@@ -11,8 +11,9 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createMemory, type Embedder, hashingEmbedder, type RecallMode } from '@cairn/memory';
+import { createMemory, type RecallMode } from '@cairn/memory';
 import { createSqliteStore } from '@cairn/store-sqlite';
+import { benchEmbedders } from '../embedders.js';
 import { median, type Suite } from '../harness.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -59,27 +60,6 @@ function load(): Conversation[] {
     });
 }
 
-interface BenchEmbedder {
-  name: string;
-  embedder: Embedder;
-  dispose?: () => void;
-}
-
-async function embedders(log: (line: string) => void): Promise<BenchEmbedder[]> {
-  const list: BenchEmbedder[] = [
-    { name: 'hashing (default, 384-d)', embedder: hashingEmbedder({ dimensions: 384 }) },
-  ];
-  try {
-    const { useEmbedder } = await import('@cairn/embedder-use');
-    const embedder = useEmbedder();
-    await embedder.load();
-    list.push({ name: 'USE Lite (512-d)', embedder, dispose: () => embedder.dispose() });
-  } catch (e) {
-    log(`@cairn/embedder-use not available (${(e as Error).message}): hashing embedder only`);
-  }
-  return list;
-}
-
 interface Row {
   embedder: string;
   mode: RecallMode;
@@ -101,7 +81,7 @@ const suite: Suite = {
       return { markdown: `_Skipped: no LoCoMo conversations at ${DATA} (CAIRN_LOCOMO_DIR)._` };
     const conversations = load();
     const rows: Row[] = [];
-    for (const e of await embedders(log)) {
+    for (const e of await benchEmbedders(log)) {
       const byMode = new Map<RecallMode, Row>(
         MODES.map((mode) => [
           mode,
