@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { JsonObject, StateCommit } from '@cairn/core';
 import { packText, unpackText } from './packed.js';
 
@@ -136,13 +137,26 @@ interface KnownTail {
   /** Whether `commits` is packed fast. */
   fast: boolean;
 }
-const lastTails = new Map<string, KnownTail>();
+const lastTails = new Map<string, KnownTail & { sha256: Buffer | null }>();
 const LAST_TAILS = 64;
 
 function remember(branchId: string, tail: KnownTail): void {
   lastTails.delete(branchId);
-  lastTails.set(branchId, tail);
+  lastTails.set(branchId, { ...tail, sha256: null });
   if (lastTails.size > LAST_TAILS) lastTails.delete(lastTails.keys().next().value!);
+}
+
+/**
+ * The tail this process wrote last to `branchId`, if it remembers it, and its SHA-256: the
+ * branch's tail is the same bytes when its hash is.
+ */
+export function rememberedTail(
+  branchId: string,
+): { commits: Uint8Array; sha256: Buffer } | undefined {
+  const known = lastTails.get(branchId);
+  if (!known) return undefined;
+  known.sha256 ??= createHash('sha256').update(known.commits).digest();
+  return { commits: known.commits, sha256: known.sha256 };
 }
 
 /** The tail remembered for `branchId` if it is `commits` (else another process moved it on). */

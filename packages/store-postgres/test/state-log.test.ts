@@ -122,6 +122,35 @@ function logOnSegments(
     }
   }, 120_000);
 
+  it(`${label}: appends on the tail as stored after an append rolled back (its tail packed, never stored)`, async () => {
+    const { store } = await open();
+    const other = createMemoryStore();
+    try {
+      const { branch } = await store.createThreadWithBranch({});
+      const ref = (await other.createThreadWithBranch({})).branch;
+      const append = (s: Store, branchId: string, v: number, text: string) =>
+        s.appendStateCommit({ branchId, messageId: null, update: { v, text } }, v - 1);
+      for (let v = 1; v <= 40; v++) {
+        const text = `${v} `.repeat(v % 7);
+        // This process packs a tail that is never stored: the append after it reads the stored one.
+        if (v % 5 === 0)
+          await expect(
+            store.transaction(async (tx) => {
+              await append(tx, branch.id, v, 'rolled back');
+              throw new Error('rolled back');
+            }),
+          ).rejects.toThrow('rolled back');
+        await append(store, branch.id, v, text);
+        await append(other, ref.id, v, text);
+      }
+      expect((await store.getStateCommits(branch.id)).map((c) => c.update)).toEqual(
+        (await other.getStateCommits(ref.id)).map((c) => c.update),
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
   it(`${label}: finds the newest commit meeting every condition when many segments' summaries allow one but hold none`, async () => {
     // Odd versions have a snapshot at depth 19, even ones neither; only version 1 has a
     // snapshot at no message. Every segment's summary (a snapshot, a commit at depth -1)
