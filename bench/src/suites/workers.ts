@@ -28,18 +28,32 @@ import { type Config, type Mode, type Result, TurnState, turnGraph, turnRunner }
 
 const script = join(dirname(fileURLToPath(import.meta.url)), '..', 'workers', 'pg-turns.js');
 const TURNS = Number(process.env.CAIRN_BENCH_WORKER_TURNS ?? 100);
-const COUNTS = [1, 2, 4, 8];
+/**
+ * The worker counts and modes to run: all unless `CAIRN_BENCH_WORKERS` (say `1,2`) or
+ * `CAIRN_BENCH_WORKER_MODES` (say `pg-saver,cairn-saver`) names fewer, for iterating on one
+ * row; such a partial run reports only its table.
+ */
+const ALL_COUNTS = [1, 2, 4, 8];
+const COUNTS = process.env.CAIRN_BENCH_WORKERS
+  ? process.env.CAIRN_BENCH_WORKERS.split(',').map(Number)
+  : ALL_COUNTS;
 /** Only the new-thread comparison, not the worker processes (for iterating on it). */
 const NEW_THREAD_ONLY = process.env.CAIRN_BENCH_NEW_THREAD_ONLY === '1';
 /** The worker number of the suite's own turns (no spawned worker has it). */
-const workersMax = Math.max(...COUNTS);
+const workersMax = Math.max(...ALL_COUNTS);
 const OWN = 3;
 const SHARED = 2;
-const MODES: { mode: Mode; label: string }[] = [
+const ALL_MODES: { mode: Mode; label: string }[] = [
   { mode: 'cairn', label: 'Cairn thread engine' },
   { mode: 'pg-saver', label: 'LangGraph, PostgresSaver 1.0.5' },
   { mode: 'cairn-saver', label: 'LangGraph, CairnSaver (Cairn Postgres)' },
 ];
+const MODES = ALL_MODES.filter(
+  ({ mode }) =>
+    !process.env.CAIRN_BENCH_WORKER_MODES ||
+    process.env.CAIRN_BENCH_WORKER_MODES.split(',').includes(mode),
+);
+const PARTIAL = COUNTS !== ALL_COUNTS || MODES.length < ALL_MODES.length;
 
 /** The Cairn engine at 8 workers with the lease polled, as before issue 25 (same run). */
 const POLLED = 'Cairn thread engine, lease polled (before issue 25)';
@@ -294,15 +308,15 @@ function tripGap(a: Alone): string {
 function analysis(rows: Row[], a: Alone): string {
   const at = (label: string, workers: number) =>
     rows.find((r) => r.label === label && r.workers === workers)!;
-  const cairn = MODES[0]!.label;
+  const cairn = ALL_MODES[0]!.label;
   const c1 = at(cairn, 1);
   const c8 = at(cairn, 8);
   const p8 = at(POLLED, 8);
   const [pg1, pg8, cs1, cs8] = [
-    at(MODES[1]!.label, 1),
-    at(MODES[1]!.label, 8),
-    at(MODES[2]!.label, 1),
-    at(MODES[2]!.label, 8),
+    at(ALL_MODES[1]!.label, 1),
+    at(ALL_MODES[1]!.label, 8),
+    at(ALL_MODES[2]!.label, 1),
+    at(ALL_MODES[2]!.label, 8),
   ];
   const best = rows
     .filter((r) => r.label === cairn)
@@ -375,11 +389,10 @@ const suite: Suite = {
   async run(log) {
     const down = await postgresUnreachable();
     if (down) return { markdown: `Postgres server unreachable (${down}): not measured.` };
-    const first = await newThread();
-    const waitMs = (trips: number, commits: number) =>
-      (trips * first.roundTripMs + commits * first.commitMs).toFixed(1);
-    log(`new thread + first message: ${first.row.ratio.toFixed(2)}x of one raw transaction`);
-    if (NEW_THREAD_ONLY) {
+    const first = PARTIAL ? null : await newThread();
+    if (first)
+      log(`new thread + first message: ${first.row.ratio.toFixed(2)}x of one raw transaction`);
+    if (first && NEW_THREAD_ONLY) {
       return {
         markdown: [
           `Only the new thread (CAIRN_BENCH_NEW_THREAD_ONLY): ${first.trips.cairn} round trips against ${first.trips.raw};`,
@@ -399,7 +412,7 @@ const suite: Suite = {
           `${label} x${workers}: ${row.turnsPerSecond.toFixed(0)} turns/s, p50 ${ms(row.p50)} ms, p99 ${ms(row.p99)} ms, lost ${row.lostUpdates}/${row.lostMessages}`,
         );
         rows.push(row);
-        if (mode === 'cairn' && workers === workersMax) {
+        if (mode === 'cairn' && workers === workersMax && !PARTIAL) {
           // The same, right after, as before issue 25: held leases polled every 1–4 ms.
           const polled = await scenario(mode, POLLED, workers, true);
           log(
@@ -411,16 +424,24 @@ const suite: Suite = {
     }
     const one = (label: string) =>
       rows.find(
-        (r) => r.label === (label === POLLED ? MODES[0]!.label : label) && r.workers === 1,
-      )!;
+        (r) => r.label === (label === POLLED ? ALL_MODES[0]!.label : label) && r.workers === 1,
+      );
     const table = [
       '| subject | worker processes | round trips a turn | turns | turns/s | x of 1 process | p50 turn ms | p99 turn ms | lease waits | lease attempts after a wake-up | polled lease attempts | lost updates | lost messages |',
       '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
       ...rows.map(
         (r) =>
-          `| ${r.label} | ${r.workers} | ${r.trips ?? ''} | ${r.turns} | ${r.turnsPerSecond.toFixed(0)} | ${(r.turnsPerSecond / one(r.label).turnsPerSecond).toFixed(2)}x | ${ms(r.p50)} | ${ms(r.p99)} | ${r.leaseWaits} | ${r.poll ? 0 : r.leaseRetries} | ${r.poll ? r.leaseRetries : 0} | ${r.lostUpdates} | ${r.lostMessages} |`,
+          `| ${r.label} | ${r.workers} | ${r.trips ?? ''} | ${r.turns} | ${r.turnsPerSecond.toFixed(0)} | ${one(r.label) ? (r.turnsPerSecond / one(r.label)!.turnsPerSecond).toFixed(2) : '?'}x | ${ms(r.p50)} | ${ms(r.p99)} | ${r.leaseWaits} | ${r.poll ? 0 : r.leaseRetries} | ${r.poll ? r.leaseRetries : 0} | ${r.lostUpdates} | ${r.lostMessages} |`,
       ),
     ].join('\n');
+    if (!first)
+      return {
+        markdown: `Partial run (CAIRN_BENCH_WORKERS, CAIRN_BENCH_WORKER_MODES), ${TURNS} turns a worker; load average at the end: ${loadavg()
+          .map((x) => x.toFixed(1))
+          .join(', ')}.\n\n${table}`,
+      };
+    const waitMs = (trips: number, commits: number) =>
+      (trips * first.roundTripMs + commits * first.commitMs).toFixed(1);
     return {
       markdown: [
         `Each worker process runs ${TURNS} turns, one after another (after 5 untimed warm-up turns, as`,

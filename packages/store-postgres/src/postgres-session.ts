@@ -45,11 +45,12 @@ import {
   TURN,
   vectorLiteral,
 } from './rows.js';
-import { appendTo, commitsOf, type Segment } from './state-log.js';
+import { appendTo, commitsOf, rememberedTail, type Segment } from './state-log.js';
 
 /** A state segment's columns (of alias `g`) as `Segment` fields. */
-const SEGMENT_COLUMNS =
-  'g.first_version AS "firstVersion", g.last_version AS "lastVersion", g.has_snapshot AS "hasSnapshot", g.min_depth AS "minDepth", g.commits';
+const SEGMENT_SUMMARY =
+  'g.first_version AS "firstVersion", g.last_version AS "lastVersion", g.has_snapshot AS "hasSnapshot", g.min_depth AS "minDepth"';
+const SEGMENT_COLUMNS = `${SEGMENT_SUMMARY}, g.commits`;
 
 /** What reads of the state log need of a segment. */
 const LOG_COLUMNS = 'thread_id, first_version, commits';
@@ -453,8 +454,13 @@ export class PostgresSession implements DriverSession {
     // The branch's row lock (the one lockBranch takes) makes appends to a branch take turns.
     // Had this waited for it, the tail read with it may predate the append that held it;
     // the write below then finds the log moved on and writes nothing.
+    // The tail this process wrote last, if it is still the branch's (its hash says so), need
+    // not travel back: a tail is up to ~1.9 KB, twice that as text, at every append.
+    const mine = rememberedTail(c.branchId);
     const found = await this.#one(
-      `SELECT b.thread_id AS "threadId", m.depth, m.id IS NOT NULL AS "hasMessage", ${SEGMENT_COLUMNS}
+      `SELECT b.thread_id AS "threadId", m.depth, m.id IS NOT NULL AS "hasMessage", ${
+        mine ? `${SEGMENT_SUMMARY}, sha256(g.commits) AS "sha256"` : SEGMENT_COLUMNS
+      }
        FROM ${s}.branches b
        LEFT JOIN ${s}.messages m ON m.id = $2::text AND m.thread_id = b.thread_id
        LEFT JOIN ${s}.state_tail g ON g.branch_id = b.id
@@ -465,6 +471,17 @@ export class PostgresSession implements DriverSession {
     if (!found || (c.messageId !== null && !found.hasMessage)) return null;
     const tail = found.firstVersion === null ? null : (found as unknown as Segment);
     if ((tail?.lastVersion ?? 0) !== expected) return null;
+    if (tail && mine) {
+      // Another process wrote the tail since: read it (the branch's row lock holds it still).
+      tail.commits =
+        Buffer.compare(found.sha256 as Uint8Array, mine.sha256) === 0
+          ? mine.commits
+          : ((await this.#one(
+              `SELECT commits FROM ${s}.state_tail WHERE branch_id = $1`,
+              [c.branchId],
+              (r) => r.commits,
+            )) as Uint8Array);
+    }
     const commit: StateCommit = {
       ...c,
       threadId: found.threadId as string,

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { JsonObject, StateCommit } from '@cairn/core';
 import { packText, unpackText } from './packed.js';
 
@@ -60,31 +61,108 @@ export interface Segment {
 /**
  * The branch's tail once `c` (its next version) is appended: `tail` with `c` added, or, when
  * that would not fit, a new tail of `c` alone, `tail` being `sealed`.
+ *
+ * An append packs the whole tail again, and a LangGraph turn appends eight times, so the
+ * tail is packed fast (`FAST`) while that fits, and at full quality only once it does not:
+ * a segment closes where its commits no longer fit at full quality, and is sealed packed at
+ * full quality, as if every append had packed it so (the bytes stored are the same). Only
+ * the tail's row, rewritten in place, holds commits packed fast for a while.
  */
 export function appendTo(
   tail: Segment | null,
   c: StateCommit,
 ): { tail: Segment; sealed: Segment | null } {
-  if (tail && tail.lastVersion - tail.firstVersion + 1 < SEGMENT_COMMITS) {
-    const grown = withCommit(tail, c);
-    if (grown.commits.byteLength <= segmentBytes(c)) return { tail: grown, sealed: null };
+  const entry = JSON.stringify([
+    c.messageId,
+    c.messageDepth,
+    c.update,
+    c.snapshot,
+    c.createdAt,
+  ] satisfies Entry);
+  const depth = c.messageDepth ?? -1;
+  const most = segmentBytes(c);
+  const alone = (): Segment => {
+    const text = `[${entry}]`;
+    let commits = packText(text, FAST);
+    const fast = commits.byteLength <= most;
+    if (!fast) commits = packText(text);
+    remember(c.branchId, { commits, text, fast });
+    return {
+      firstVersion: c.version,
+      lastVersion: c.version,
+      hasSnapshot: c.snapshot !== null,
+      minDepth: depth,
+      commits,
+    };
+  };
+  if (!tail) return { tail: alone(), sealed: null };
+  const known = lastTail(c.branchId, tail.commits);
+  const text = known?.text ?? unpackText(tail.commits);
+  if (tail.lastVersion - tail.firstVersion + 1 < SEGMENT_COMMITS) {
+    const grown = `${text.slice(0, -1)},${entry}]`;
+    // A tail that no longer fitted packed fast will not once it grows.
+    let fast = known?.fast !== false;
+    let commits = fast ? packText(grown, FAST) : null;
+    if (!commits || commits.byteLength > most) {
+      commits = packText(grown);
+      fast = false;
+    }
+    if (commits.byteLength <= most) {
+      const next: Segment = {
+        firstVersion: tail.firstVersion,
+        lastVersion: c.version,
+        hasSnapshot: tail.hasSnapshot || c.snapshot !== null,
+        minDepth: Math.min(tail.minDepth, depth),
+        commits,
+      };
+      remember(c.branchId, { commits, text: grown, fast });
+      return { tail: next, sealed: null };
+    }
   }
-  return { tail: withCommit(null, c), sealed: tail };
+  // Packed at full quality, as it may not be yet (the same bytes if it is: Brotli is deterministic).
+  const sealed = { ...tail, commits: packText(text) };
+  return { tail: alone(), sealed };
 }
 
-/** `open` with `c` (the next version) added, or a new segment of `c` alone when `open` is null. */
-function withCommit(open: Segment | null, c: StateCommit): Segment {
-  const entry: Entry = [c.messageId, c.messageDepth, c.update, c.snapshot, c.createdAt];
-  const json = JSON.stringify(entry);
-  const text = open ? `${unpackText(open.commits).slice(0, -1)},${json}]` : `[${json}]`;
-  const depth = c.messageDepth ?? -1;
-  return {
-    firstVersion: open?.firstVersion ?? c.version,
-    lastVersion: c.version,
-    hasSnapshot: (open?.hasSnapshot ?? false) || c.snapshot !== null,
-    minDepth: open ? Math.min(open.minDepth, depth) : depth,
-    commits: packText(text),
-  };
+/** How fast a tail is packed while that fits (see `appendTo`). */
+const FAST = 3;
+
+/**
+ * The last tails this process packed, by branch: the next append to a branch finds the tail
+ * it wrote (the same bytes) and need not unpack it, nor try to pack it fast once it did not fit so.
+ */
+interface KnownTail {
+  commits: Uint8Array;
+  text: string;
+  /** Whether `commits` is packed fast. */
+  fast: boolean;
+}
+const lastTails = new Map<string, KnownTail & { sha256: Buffer | null }>();
+const LAST_TAILS = 64;
+
+function remember(branchId: string, tail: KnownTail): void {
+  lastTails.delete(branchId);
+  lastTails.set(branchId, { ...tail, sha256: null });
+  if (lastTails.size > LAST_TAILS) lastTails.delete(lastTails.keys().next().value!);
+}
+
+/**
+ * The tail this process wrote last to `branchId`, if it remembers it, and its SHA-256: the
+ * branch's tail is the same bytes when its hash is.
+ */
+export function rememberedTail(
+  branchId: string,
+): { commits: Uint8Array; sha256: Buffer } | undefined {
+  const known = lastTails.get(branchId);
+  if (!known) return undefined;
+  known.sha256 ??= createHash('sha256').update(known.commits).digest();
+  return { commits: known.commits, sha256: known.sha256 };
+}
+
+/** The tail remembered for `branchId` if it is `commits` (else another process moved it on). */
+function lastTail(branchId: string, commits: Uint8Array): KnownTail | undefined {
+  const known = lastTails.get(branchId);
+  return known && Buffer.compare(known.commits, commits) === 0 ? known : undefined;
 }
 
 /** The segments holding `commits`, consecutive versions of one branch in order: the last is the tail. */

@@ -6,6 +6,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
 import { ident } from '../src/migrations.js';
+import { packText, unpackText } from '../src/packed.js';
 import { type Queryable, sessionQueryable } from '../src/queryable.js';
 import { SEGMENT_COMMITS, segmentBytes } from '../src/state-log.js';
 import { describeServer, dropSchema, freshSchema, POSTGRES_URL, withClient } from './support.js';
@@ -121,6 +122,35 @@ function logOnSegments(
     }
   }, 120_000);
 
+  it(`${label}: appends on the tail as stored after an append rolled back (its tail packed, never stored)`, async () => {
+    const { store } = await open();
+    const other = createMemoryStore();
+    try {
+      const { branch } = await store.createThreadWithBranch({});
+      const ref = (await other.createThreadWithBranch({})).branch;
+      const append = (s: Store, branchId: string, v: number, text: string) =>
+        s.appendStateCommit({ branchId, messageId: null, update: { v, text } }, v - 1);
+      for (let v = 1; v <= 40; v++) {
+        const text = `${v} `.repeat(v % 7);
+        // This process packs a tail that is never stored: the append after it reads the stored one.
+        if (v % 5 === 0)
+          await expect(
+            store.transaction(async (tx) => {
+              await append(tx, branch.id, v, 'rolled back');
+              throw new Error('rolled back');
+            }),
+          ).rejects.toThrow('rolled back');
+        await append(store, branch.id, v, text);
+        await append(other, ref.id, v, text);
+      }
+      expect((await store.getStateCommits(branch.id)).map((c) => c.update)).toEqual(
+        (await other.getStateCommits(ref.id)).map((c) => c.update),
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
   it(`${label}: finds the newest commit meeting every condition when many segments' summaries allow one but hold none`, async () => {
     // Odd versions have a snapshot at depth 19, even ones neither; only version 1 has a
     // snapshot at no message. Every segment's summary (a snapshot, a commit at depth -1)
@@ -211,6 +241,36 @@ describeServer('the state log in segments, on the server', () => {
       expect(packed).toBeGreaterThan(limit * 0.8);
       expect(packed).toBeLessThanOrEqual(limit);
       expect(toast).toBe(0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('seals a segment packed at full quality, its tail packed fast while that fits', async () => {
+    const { store, schema } = await open();
+    try {
+      const { main } = await writeLog(store, 300);
+      const rows = await withClient((c) =>
+        c.query(
+          `SELECT commits FROM "${schema}".state_segments WHERE branch_id = $1 ORDER BY first_version`,
+          [main],
+        ),
+      );
+      const sealed = rows.rows.map((r) => r.commits as Buffer);
+      expect(sealed.length).toBeGreaterThan(5);
+      // The bytes every append used to store: the whole segment at full quality.
+      for (const bytes of sealed) expect(packText(unpackText(bytes)).equals(bytes)).toBe(true);
+      // One commit more: a tail of a few small commits packs fast (larger than at full quality).
+      await store.appendStateCommit({ branchId: main, messageId: null, update: { v: 301 } }, 300);
+      const { tail } = (
+        await withClient((c) =>
+          c.query(`SELECT commits AS tail FROM "${schema}".state_tail WHERE branch_id = $1`, [
+            main,
+          ]),
+        )
+      ).rows[0] as { tail: Buffer };
+      expect(JSON.parse(unpackText(tail)).at(-1)[2]).toEqual({ v: 301 });
+      expect(tail.length).toBeGreaterThan(packText(unpackText(tail)).length);
     } finally {
       await store.close();
     }
