@@ -248,6 +248,18 @@ export const MIGRATIONS: readonly Migration[] = [
   UPDATE cairn_memories SET lineage_id = id;
   CREATE INDEX cairn_memories_lineage ON cairn_memories (lineage_id, created_at, seq);
   `,
+  // 8: data keys of a store with encryption, one per tenant, wrapped by the user's
+  // key-encryption key (see EncryptionOptions); never a key in the clear
+  `
+  CREATE TABLE cairn_data_keys (
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    wrapped TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (kind, key)
+  ) WITHOUT ROWID;
+  `,
 ];
 
 /** Gives every stored message its jump pointer, a thread at a time. */

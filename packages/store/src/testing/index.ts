@@ -26,6 +26,11 @@ import { describeTurns } from './specs/turns.js';
 import { describeVectorSearch } from './specs/vector-search.js';
 
 export type { StoreConformanceOptions } from './context.js';
+export {
+  describeEncryptionConformance,
+  type EncryptionConformanceOptions,
+  type RawTamper,
+} from './specs/encryption.js';
 export { makeChain, Rng } from './helpers.js';
 export { type TestStoreKind, testStoreKind } from './kinds.js';
 

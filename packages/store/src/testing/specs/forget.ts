@@ -33,7 +33,7 @@ async function seedThread(store: Store, resourceId: string | null) {
 }
 
 /** What one seeded thread holds, for the receipt's counts. */
-const SEEDED: Omit<ForgetCounts, 'memories' | 'embeddings' | 'cachedEmbeddings'> = {
+const SEEDED: Omit<ForgetCounts, 'memories' | 'embeddings' | 'cachedEmbeddings' | 'dataKeys'> = {
   threads: 1,
   branches: 2,
   messages: 3,
@@ -55,6 +55,7 @@ const times = (n: number, c: Partial<ForgetCounts>): ForgetCounts => {
     memories: 0,
     embeddings: 0,
     cachedEmbeddings: 0,
+    dataKeys: 0,
   };
   for (const [k, v] of Object.entries(c)) out[k as keyof ForgetCounts] = v * n;
   return out;
