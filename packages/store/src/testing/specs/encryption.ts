@@ -189,7 +189,7 @@ export function describeEncryptionConformance(options: EncryptionConformanceOpti
               metadata: { note: m.meta },
             })),
           );
-          planted.push(...memories.map((m) => m.text));
+          planted.push(...memories.flatMap((m) => [m.text, m.meta]));
           return planted;
         };
         // The same data in plaintext shows through: the audit can see canaries.
