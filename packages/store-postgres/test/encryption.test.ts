@@ -1,5 +1,9 @@
-import type { EncryptionOptions, Store } from '@cairn/store';
-import { describeEncryptionConformance, type RawTamper } from '@cairn/store/testing';
+import { type EncryptionOptions, localKeyring, type Store } from '@cairn/store';
+import {
+  describeEncryptionConformance,
+  describeStoreConformance,
+  type RawTamper,
+} from '@cairn/store/testing';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { afterAll } from 'vitest';
@@ -87,6 +91,10 @@ function tamper(query: (store: Store) => Query, schema: (store: Store) => string
   };
 }
 
+const conformanceEncryption = {
+  keyring: localKeyring('the conformance run’s secret, 32 bytes or more'),
+};
+
 // PGlite: one database, a schema per store.
 const db = await PGlite.create();
 afterAll(() => db.close());
@@ -121,6 +129,30 @@ describeEncryptionConformance({
   ),
 });
 
+// The whole conformance suite on PGlite and on the server, sealing, but for what needs plaintext.
+describeStoreConformance({
+  name: 'postgres (PGlite, encrypted)',
+  create: async () => {
+    const schema = freshSchema();
+    const store = await createPostgresStore(
+      { client: db },
+      { schema, encryption: conformanceEncryption },
+    );
+    pgliteSchemas.set(store, schema);
+    return store;
+  },
+  destroy: async (store) => {
+    await store.close();
+    await db.exec(`DROP SCHEMA IF EXISTS "${pgliteSchemas.get(store)!}" CASCADE`);
+  },
+  reopen: async (store) =>
+    createPostgresStore(
+      { client: db },
+      { schema: pgliteSchemas.get(store)!, encryption: conformanceEncryption },
+    ),
+  encrypted: true,
+});
+
 // The server: a schema per store, raw access through a pool of the test's own.
 describeServer('PostgreSQL server', () => {
   const schemas = new WeakMap<Store, string>();
@@ -150,5 +182,20 @@ describeServer('PostgreSQL server', () => {
       () => query,
       (store) => schemas.get(store)!,
     ),
+  });
+  describeStoreConformance({
+    name: 'postgres (server, encrypted)',
+    create: async () => {
+      const schema = freshSchema();
+      const store = await open(schema, conformanceEncryption);
+      schemas.set(store, schema);
+      return store;
+    },
+    destroy: async (store) => {
+      await store.close();
+      await dropSchema(schemas.get(store)!);
+    },
+    reopen: async (store) => open(schemas.get(store)!, conformanceEncryption),
+    encrypted: true,
   });
 });

@@ -2,8 +2,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@cairn/core';
-import type { EncryptionOptions, Store } from '@cairn/store';
-import { describeEncryptionConformance } from '@cairn/store/testing';
+import { type EncryptionOptions, localKeyring, type Store } from '@cairn/store';
+import { describeEncryptionConformance, describeStoreConformance } from '@cairn/store/testing';
 import Database from 'better-sqlite3';
 import { afterAll } from 'vitest';
 import { createSqliteStore } from '../src/index.js';
@@ -82,4 +82,23 @@ describeEncryptionConformance({
         db.prepare('UPDATE cairn_memories SET entity_id = ? WHERE id = ?').run(entityId, id);
       }),
   },
+});
+
+// The whole conformance suite on a file whose store seals, but for what needs plaintext.
+const encryption = { keyring: localKeyring('the conformance run’s secret, 32 bytes or more') };
+describeStoreConformance({
+  name: 'sqlite (encrypted)',
+  create: async () => {
+    const path = join(dir, `${newId()}.db`);
+    const store = open(path, encryption);
+    files.set(store, path);
+    return store;
+  },
+  destroy: async (store) => {
+    await store.close();
+    for (const suffix of ['', '-wal', '-shm'])
+      rmSync(`${files.get(store)!}${suffix}`, { force: true });
+  },
+  reopen: async (store) => open(files.get(store)!, encryption),
+  encrypted: true,
 });

@@ -216,16 +216,16 @@ export function envelopeTenant(sealed: string): Tenant | null {
   return { kind, key: Buffer.from(parts[2]!, 'base64url').toString('utf8') };
 }
 
-/** The value `sealValue` sealed, or null when it does not open with this key and identity. */
+/** The value `sealValue` sealed, or undefined when it does not open with this key and identity. */
 export function openValue(
   dataKey: Uint8Array,
   tenant: Tenant,
   identity: readonly (string | number)[],
   sealed: string,
-): JsonValue | null {
+): JsonValue | undefined {
   const parts = sealed.split('.');
   const plain = aeadOpen(dataKey, Buffer.from(parts[3] ?? '', 'base64url'), aad(identity, tenant));
-  return plain === null ? null : (JSON.parse(plain.toString('utf8')) as JsonValue);
+  return plain === null ? undefined : (JSON.parse(plain.toString('utf8')) as JsonValue);
 }
 
 const aad = (identity: readonly (string | number)[], t: Tenant) =>

@@ -296,7 +296,8 @@ class SealedCalls {
       throw undecryptable(what, id, DID_NOT_OPEN, { tenant: tenantName(expected) });
     const key = await this.#dataKey(tenant, false);
     const value = openValue(key, tenant, identity, stored[SEALED]);
-    if (value === null) throw undecryptable(what, id, DID_NOT_OPEN, { tenant: tenantName(tenant) });
+    if (value === undefined)
+      throw undecryptable(what, id, DID_NOT_OPEN, { tenant: tenantName(tenant) });
     return value;
   }
 

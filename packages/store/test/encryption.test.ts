@@ -1,6 +1,6 @@
 import { type Driver, createStore, memoryDriver } from '../src/adapter.js';
-import type { Store } from '../src/index.js';
-import { describeEncryptionConformance } from '../src/testing/index.js';
+import { localKeyring, type Store } from '../src/index.js';
+import { describeEncryptionConformance, describeStoreConformance } from '../src/testing/index.js';
 
 // The in-memory store keeps nothing at rest: no raw text to audit, no bytes to tamper
 // with. A second store on the same driver plays a second process on the same data.
@@ -16,4 +16,14 @@ describeEncryptionConformance({
   },
   reopen: async (store, encryption) =>
     createStore(drivers.get(store)!, encryption ? { encryption } : {}),
+});
+
+// The whole conformance suite on a store that seals, but for what needs plaintext.
+describeStoreConformance({
+  name: 'memory (encrypted)',
+  create: async () =>
+    createStore(memoryDriver(), {
+      encryption: { keyring: localKeyring('the conformance run’s secret, 32 bytes or more') },
+    }),
+  encrypted: true,
 });
