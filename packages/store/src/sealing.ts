@@ -16,12 +16,13 @@ import {
 } from '@cairn/core';
 import type { DataKeyRow, DriverSession, StateCommitDraft, TombstoneKind } from './driver.js';
 import {
+  dataKeyObject,
   type Envelope,
-  envelopeTenant,
   isEnvelope,
   type Keyring,
   newDataKey,
   openValue,
+  parseEnvelope,
   SEALED,
   STORE_TENANT,
   sealValue,
@@ -31,18 +32,19 @@ import {
 } from './encryption.js';
 import { forgotten } from './failures.js';
 import type { MemoryFilter } from './store.js';
+import type { KeyObject } from 'node:crypto';
 
 /** Unwrapped data keys kept by a store, at most: the KEK is asked once per key while it stays. */
 const UNWRAPPED_CACHE = 10_000;
 
 /** A store's keyring and the data keys it unwrapped. */
 export class Sealer {
-  readonly #unwrapped = new Map<string, Promise<Buffer>>();
+  readonly #unwrapped = new Map<string, Promise<KeyObject>>();
 
   constructor(readonly keyring: Keyring) {}
 
   /** The data key of a stored row, unwrapped by the keyring (once per wrapped key). */
-  unwrap(row: DataKeyRow): Promise<Buffer> {
+  unwrap(row: DataKeyRow): Promise<KeyObject> {
     const id = `${row.keyId}\u0000${row.wrapped}`;
     let key = this.#unwrapped.get(id);
     if (key) {
@@ -57,7 +59,7 @@ export class Sealer {
         this.keyring.unwrap(Buffer.from(row.wrapped, 'base64'), wrapContext(tenant), row.keyId),
       )
       .then(
-        (k) => Buffer.from(k),
+        (k) => dataKeyObject(k),
         (e: unknown) => {
           this.#unwrapped.delete(id);
           throw new CairnError(
@@ -75,15 +77,15 @@ export class Sealer {
 
   /** The row of a stored data key wrapped again by the keyring's current KEK. */
   async rewrap(row: DataKeyRow): Promise<DataKeyRow> {
-    const key = await this.unwrap(row);
+    const key = (await this.unwrap(row)).export();
     const wrapped = await this.keyring.wrap(key, wrapContext({ kind: row.kind, key: row.key }));
     return { ...row, keyId: this.keyring.keyId, wrapped: Buffer.from(wrapped).toString('base64') };
   }
 
   /** A new data key for the tenant and its row, wrapped by the keyring's current KEK. */
-  async create(tenant: Tenant, now: number): Promise<{ key: Buffer; row: DataKeyRow }> {
-    const key = newDataKey();
-    const wrapped = Buffer.from(await this.keyring.wrap(key, wrapContext(tenant)));
+  async create(tenant: Tenant, now: number): Promise<{ key: KeyObject; row: DataKeyRow }> {
+    const { bytes, key } = newDataKey();
+    const wrapped = Buffer.from(await this.keyring.wrap(bytes, wrapContext(tenant)));
     const row = {
       ...tenant,
       keyId: this.keyring.keyId,
@@ -212,7 +214,7 @@ class PlainCalls {
 /** What a store with a keyring does: seals on the way in, opens on the way out. */
 class SealedCalls {
   /** Data keys this session found or made, by tenant name. */
-  readonly #keys = new Map<string, Buffer>();
+  readonly #keys = new Map<string, KeyObject>();
   /** Tenants of the threads this session looked up. */
   readonly #threads = new Map<string, Tenant>();
 
@@ -228,7 +230,7 @@ class SealedCalls {
    * The tenant's data key: stored, or (with `create`) made and stored in this session.
    * `DECRYPTION_FAILED` when it has none to read with (never made, or destroyed).
    */
-  async #dataKey(tenant: Tenant, create: boolean): Promise<Buffer> {
+  async #dataKey(tenant: Tenant, create: boolean): Promise<KeyObject> {
     const name = tenantName(tenant);
     const known = this.#keys.get(name);
     if (known) return known;
@@ -281,43 +283,60 @@ class SealedCalls {
     return { [SEALED]: sealValue(key, tenant, identity, value) };
   }
 
-  /** The sealed value, opened; `expected` is the tenant the row says it is of, when it says. */
-  async #open(
+  /**
+   * Finds the data keys of the tenants these stored values name, so that `#open` needs no
+   * wait: one lookup per tenant, not per row. A value that names none is left to `#open`.
+   */
+  async #keysFor(values: unknown[]): Promise<void> {
+    let last = '';
+    for (const v of values) {
+      if (!isEnvelope(v)) continue;
+      const e = parseEnvelope(v[SEALED]);
+      if (!e || e.name === last) continue;
+      last = e.name;
+      if (!this.#keys.has(e.name)) await this.#dataKey(e.tenant, false);
+    }
+  }
+
+  /**
+   * The sealed value, opened, once `#keysFor` found its key; `expected` is the tenant the
+   * row says it is of, when it says.
+   */
+  #open(
     what: string,
     id: string,
     identity: readonly (string | number)[],
     stored: unknown,
     expected?: Tenant,
-  ): Promise<JsonValue> {
+  ): JsonValue {
     if (!isEnvelope(stored)) throw undecryptable(what, id, NOT_SEALED);
-    const tenant = envelopeTenant(stored[SEALED]);
-    if (!tenant) throw undecryptable(what, id, DID_NOT_OPEN);
-    if (expected && tenantName(expected) !== tenantName(tenant))
+    const e = parseEnvelope(stored[SEALED]);
+    if (!e) throw undecryptable(what, id, DID_NOT_OPEN);
+    if (expected && tenantName(expected) !== e.name)
       throw undecryptable(what, id, DID_NOT_OPEN, { tenant: tenantName(expected) });
-    const key = await this.#dataKey(tenant, false);
-    const value = openValue(key, tenant, identity, stored[SEALED]);
-    if (value === undefined)
-      throw undecryptable(what, id, DID_NOT_OPEN, { tenant: tenantName(tenant) });
+    const key = this.#keys.get(e.name);
+    const value = key && openValue(key, e, identity);
+    if (value === undefined) throw undecryptable(what, id, DID_NOT_OPEN, { tenant: e.name });
     return value;
   }
 
   // ------------------------------------------------------------ messages
 
   async #sealMessages(messages: Message[]): Promise<Message[]> {
-    const out: Message[] = [];
-    for (const m of messages) {
-      const tenant = await this.#threadTenant(m.threadId);
-      out.push({ ...m, data: await this.#seal(tenant, messageIdentity(m), m.data) });
+    const tenants = new Map<string, { tenant: Tenant; key: KeyObject }>();
+    for (const threadId of new Set(messages.map((m) => m.threadId))) {
+      const tenant = await this.#threadTenant(threadId);
+      tenants.set(threadId, { tenant, key: await this.#dataKey(tenant, true) });
     }
-    return out;
-  }
-  async #openMessage(m: Message): Promise<Message> {
-    return { ...m, data: await this.#open('message', m.id, messageIdentity(m), m.data) };
+    return messages.map((m) => {
+      const { tenant, key } = tenants.get(m.threadId)!;
+      return { ...m, data: { [SEALED]: sealValue(key, tenant, messageIdentity(m), m.data) } };
+    });
   }
   async #openMessages(ms: Message[]): Promise<Message[]> {
-    const out: Message[] = [];
-    for (const m of ms) out.push(await this.#openMessage(m));
-    return out;
+    await this.#keysFor(ms.map((m) => m.data));
+    for (const m of ms) m.data = this.#open('message', m.id, messageIdentity(m), m.data);
+    return ms;
   }
 
   async insertMessages(...[messages, jumps]: Parameters<DriverSession['insertMessages']>) {
@@ -330,7 +349,7 @@ class SealedCalls {
   }
   async getMessage(id: string) {
     const m = await this.s.getMessage(id);
-    return m && this.#openMessage(m);
+    return m && (await this.#openMessages([m]))[0]!;
   }
   async listMessages(threadId: string) {
     return this.#openMessages(await this.s.listMessages(threadId));
@@ -353,22 +372,21 @@ class SealedCalls {
           : ((await this.#seal(tenant, ['state.snapshot', ...id], c.snapshot)) as JsonObject),
     };
   }
-  async #openCommit(c: StateCommit): Promise<StateCommit> {
-    const id = [c.threadId, c.branchId, c.version];
-    const label = `${c.branchId}@${c.version}`;
-    return {
-      ...c,
-      update: (await this.#open('state commit', label, ['state.update', ...id], c.update)) as JsonObject,
-      snapshot:
-        c.snapshot === null
-          ? null
-          : ((await this.#open(
-              'state commit',
-              label,
-              ['state.snapshot', ...id],
-              c.snapshot,
-            )) as JsonObject),
-    };
+  async #openCommits(cs: StateCommit[]): Promise<StateCommit[]> {
+    await this.#keysFor(cs.flatMap((c) => [c.update, c.snapshot]));
+    for (const c of cs) {
+      const id = [c.threadId, c.branchId, c.version];
+      const label = `${c.branchId}@${c.version}`;
+      c.update = this.#open('state commit', label, ['state.update', ...id], c.update) as JsonObject;
+      if (c.snapshot !== null)
+        c.snapshot = this.#open(
+          'state commit',
+          label,
+          ['state.snapshot', ...id],
+          c.snapshot,
+        ) as JsonObject;
+    }
+    return cs;
   }
 
   async appendStateCommit(draft: StateCommitDraft, expectedVersion: number) {
@@ -383,14 +401,11 @@ class SealedCalls {
     return this.s.insertStateCommit!(await this.#sealCommit(commit, commit.threadId, commit.version));
   }
   async getStateCommits(branchId: string, from: number, to: number) {
-    const out: StateCommit[] = [];
-    for (const c of await this.s.getStateCommits(branchId, from, to))
-      out.push(await this.#openCommit(c));
-    return out;
+    return this.#openCommits(await this.s.getStateCommits(branchId, from, to));
   }
   async getLatestStateCommit(...a: Parameters<DriverSession['getLatestStateCommit']>) {
     const c = await this.s.getLatestStateCommit(...a);
-    return c && this.#openCommit(c);
+    return c && (await this.#openCommits([c]))[0]!;
   }
 
   // ------------------------------------------------------------ memories
@@ -406,33 +421,28 @@ class SealedCalls {
       metadata: (await this.#seal(tenant, ['memory.metadata', m.id], m.metadata)) as JsonObject,
     };
   }
-  async #openMemory(m: Memory): Promise<Memory> {
-    const tenant = memoryTenant(m);
-    const content = m.content as unknown as Record<string, unknown>;
-    const { text, ...sealed } = content;
-    if (text !== '') throw undecryptable('memory', m.id, NOT_SEALED);
-    return {
-      ...m,
-      content: (await this.#open(
+  async #openMemories(ms: Memory[]): Promise<Memory[]> {
+    await this.#keysFor(ms.flatMap((m) => [m.content, m.metadata]));
+    for (const m of ms) {
+      const tenant = memoryTenant(m);
+      const { text, ...sealed } = m.content as unknown as Record<string, unknown>;
+      if (text !== '') throw undecryptable('memory', m.id, NOT_SEALED);
+      m.content = this.#open(
         'memory',
         m.id,
         ['memory.content', m.id],
         sealed,
         tenant,
-      )) as MemoryContent,
-      metadata: (await this.#open(
+      ) as MemoryContent;
+      m.metadata = this.#open(
         'memory',
         m.id,
         ['memory.metadata', m.id],
         m.metadata,
         tenant,
-      )) as JsonObject,
-    };
-  }
-  async #openMemories(ms: Memory[]): Promise<Memory[]> {
-    const out: Memory[] = [];
-    for (const m of ms) out.push(await this.#openMemory(m));
-    return out;
+      ) as JsonObject;
+    }
+    return ms;
   }
   #filter(filter: MemoryFilter): void {
     if (filter.metadataPrefix !== undefined) throw sealedRefusal('a metadataPrefix filter');
@@ -454,7 +464,7 @@ class SealedCalls {
   }
   async getMemory(id: string) {
     const m = await this.s.getMemory(id);
-    return m && this.#openMemory(m);
+    return m && (await this.#openMemories([m]))[0]!;
   }
   async listMemories(...a: Parameters<DriverSession['listMemories']>) {
     this.#filter(a[0]);
