@@ -50,7 +50,8 @@ async function rowsOf(
           rows = chainRows((await thread(store)).id, sizes.batch);
         },
         run: async () => {
-          for (let i = 0; i < rows.length; i += 100) await store.addMessages(rows.slice(i, i + 100));
+          for (let i = 0; i < rows.length; i += 100)
+            await store.addMessages(rows.slice(i, i + 100));
         },
       };
     };
@@ -166,7 +167,10 @@ const suite: Suite = {
       const schemas = ['plain', 'sealed'].map(
         (s) => `cairn_bench_${s}_${newId().replaceAll('-', '').slice(-10)}`,
       );
-      const plain = await createPostgresStore({ connectionString: POSTGRES_URL }, { schema: schemas[0]! });
+      const plain = await createPostgresStore(
+        { connectionString: POSTGRES_URL },
+        { schema: schemas[0]! },
+      );
       const sealed = await createPostgresStore(
         { connectionString: POSTGRES_URL },
         { schema: schemas[1]!, encryption },

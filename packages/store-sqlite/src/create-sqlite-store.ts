@@ -92,7 +92,9 @@ export function createSqliteStore(
     );
   }
   const encryption =
-    options.encryption === undefined ? {} : { encryption: checkEncryptionOptions(options.encryption) };
+    options.encryption === undefined
+      ? {}
+      : { encryption: checkEncryptionOptions(options.encryption) };
   const conn = connect(source, { synchronous, openTimeoutMs: busyTimeoutMs });
   return createStore(new SqliteDriver(conn, busyTimeoutMs), encryption);
 }

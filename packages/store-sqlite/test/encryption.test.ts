@@ -30,7 +30,8 @@ function edited(stored: string): string {
   const value = JSON.parse(stored) as Record<string, string>;
   const sealed = value.$cairnSealed!;
   const at = sealed.length - 10;
-  value.$cairnSealed = sealed.slice(0, at) + (sealed[at] === 'A' ? 'B' : 'A') + sealed.slice(at + 1);
+  value.$cairnSealed =
+    sealed.slice(0, at) + (sealed[at] === 'A' ? 'B' : 'A') + sealed.slice(at + 1);
   return JSON.stringify(value);
 }
 

@@ -222,7 +222,11 @@ export function sealValue(
   identity: readonly (string | number)[],
   value: JsonValue,
 ): string {
-  const sealed = aeadSeal(dataKey, Buffer.from(JSON.stringify(value), 'utf8'), aad(identity, tenant));
+  const sealed = aeadSeal(
+    dataKey,
+    Buffer.from(JSON.stringify(value), 'utf8'),
+    aad(identity, tenant),
+  );
   return [VERSION, tenant.kind, b64(Buffer.from(tenant.key, 'utf8')), b64(sealed)].join('.');
 }
 

@@ -27,13 +27,13 @@ import type {
   TombstoneKey,
 } from './driver.js';
 import { type Change, ChangeEmitter } from './emitter.js';
-import { asCairnError, forgotten } from './failures.js';
 import {
   checkEncryptionOptions,
   type EncryptionOptions,
   type Tenant,
   type TenantKind,
 } from './encryption.js';
+import { asCairnError, forgotten } from './failures.js';
 import { Gate } from './gate.js';
 import { cosineSimilarity, searchTerms } from './memory-search.js';
 import { Sealer, sealedRefusal, sealingSession } from './sealing.js';

@@ -630,7 +630,12 @@ class MemoryDriver implements Driver, DriverSession {
     return n;
   }
   listDataKeys(after: Tenant | null, limit: number): DataKeyRow[] {
-    const page = afterKeyPage([...this.#dataKeys.values()], tenantKey, after && tenantKey(after), limit);
+    const page = afterKeyPage(
+      [...this.#dataKeys.values()],
+      tenantKey,
+      after && tenantKey(after),
+      limit,
+    );
     return page.map(copy);
   }
   replaceDataKey(row: DataKeyRow, expectedWrapped: string): boolean {

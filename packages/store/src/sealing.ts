@@ -3,6 +3,8 @@
  * door, so that every driver stores an envelope where it stored the value (see
  * `encryption.ts`) and hands it back to be opened here.
  */
+
+import type { KeyObject } from 'node:crypto';
 import {
   CairnError,
   invalidArgument,
@@ -32,7 +34,6 @@ import {
 } from './encryption.js';
 import { forgotten } from './failures.js';
 import type { MemoryFilter } from './store.js';
-import type { KeyObject } from 'node:crypto';
 
 /** Unwrapped data keys kept by a store, at most: the KEK is asked once per key while it stays. */
 const UNWRAPPED_CACHE = 10_000;
@@ -124,7 +125,8 @@ export function sealedRefusal(what: string): CairnError {
 }
 
 /** Why a row's value was refused: a plaintext value where a sealed one is expected. */
-const NOT_SEALED = 'is not sealed: this store seals every value it writes, and refuses one written around it';
+const NOT_SEALED =
+  'is not sealed: this store seals every value it writes, and refuses one written around it';
 /** Why a row's value was refused by a store opened without a keyring. */
 const NO_KEYRING = 'is sealed: open the store with encryption: { keyring }';
 const DID_NOT_OPEN =
@@ -150,10 +152,7 @@ export function sealingSession(
       // An optional method the driver does not have stays absent.
       if (typeof own !== 'function') return own;
       const mine = (over as unknown as Record<PropertyKey, unknown>)[prop];
-      f =
-        typeof mine === 'function' && prop !== 'constructor'
-          ? mine.bind(over)
-          : own.bind(target);
+      f = typeof mine === 'function' && prop !== 'constructor' ? mine.bind(over) : own.bind(target);
       bound.set(prop, f);
       return f;
     },
@@ -204,10 +203,14 @@ class PlainCalls {
     return (await this.s.scanMemories(after, limit)).map((m) => this.#memory(m)!);
   }
   async vectorCandidates(...a: Parameters<DriverSession['vectorCandidates']>) {
-    return (await this.s.vectorCandidates(...a)).map((r) => (this.#memory(r.memory), r));
+    const rows = await this.s.vectorCandidates(...a);
+    for (const r of rows) this.#memory(r.memory);
+    return rows;
   }
   async keywordCandidates(...a: Parameters<DriverSession['keywordCandidates']>) {
-    return (await this.s.keywordCandidates(...a)).map((r) => (this.#memory(r.memory), r));
+    const rows = await this.s.keywordCandidates(...a);
+    for (const r of rows) this.#memory(r.memory);
+    return rows;
   }
 }
 
@@ -398,7 +401,9 @@ class SealedCalls {
     return saved && { ...saved, update: draft.update, snapshot: draft.snapshot };
   }
   async insertStateCommit(commit: StateCommit) {
-    return this.s.insertStateCommit!(await this.#sealCommit(commit, commit.threadId, commit.version));
+    return this.s.insertStateCommit!(
+      await this.#sealCommit(commit, commit.threadId, commit.version),
+    );
   }
   async getStateCommits(branchId: string, from: number, to: number) {
     return this.#openCommits(await this.s.getStateCommits(branchId, from, to));

@@ -1,4 +1,4 @@
-import { type Driver, createStore, memoryDriver } from '../src/adapter.js';
+import { createStore, type Driver, memoryDriver } from '../src/adapter.js';
 import { localKeyring, type Store } from '../src/index.js';
 import { describeEncryptionConformance, describeStoreConformance } from '../src/testing/index.js';
 

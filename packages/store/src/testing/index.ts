@@ -26,13 +26,13 @@ import { describeTurns } from './specs/turns.js';
 import { describeVectorSearch } from './specs/vector-search.js';
 
 export type { StoreConformanceOptions } from './context.js';
+export { makeChain, Rng } from './helpers.js';
+export { type TestStoreKind, testStoreKind } from './kinds.js';
 export {
   describeEncryptionConformance,
   type EncryptionConformanceOptions,
   type RawTamper,
 } from './specs/encryption.js';
-export { makeChain, Rng } from './helpers.js';
-export { type TestStoreKind, testStoreKind } from './kinds.js';
 
 /** The areas of the suite, in the order they run. */
 const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [

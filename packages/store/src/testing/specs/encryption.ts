@@ -128,7 +128,12 @@ export function describeEncryptionConformance(options: EncryptionConformanceOpti
           expect(records.stateCommits).toEqual(commits);
         }
         const written = await store.addMemories([
-          { agentId: 'a', entityId: 'e1', content: { text: canary(4) }, metadata: { k: canary(5) } },
+          {
+            agentId: 'a',
+            entityId: 'e1',
+            content: { text: canary(4) },
+            metadata: { k: canary(5) },
+          },
           { agentId: 'a', worldId: 'w1', content: { text: canary(6), extra: [1, 2] } },
           { agentId: 'a', content: { text: canary(7) } },
         ]);
@@ -372,13 +377,19 @@ export function describeEncryptionConformance(options: EncryptionConformanceOpti
           () => store.addMemories([{ agentId: 'a', content: { text: 'x' }, embedding: [1, 0] }]),
           'INVALID_ARGUMENT',
         );
-        await expectCode(() => store.updateMemory(m!.id, { embedding: [1, 0] }), 'INVALID_ARGUMENT');
+        await expectCode(
+          () => store.updateMemory(m!.id, { embedding: [1, 0] }),
+          'INVALID_ARGUMENT',
+        );
         await expectCode(
           () => store.listMemories({ metadataPrefix: { namespace: ['a'] } }),
           'INVALID_ARGUMENT',
         );
         await expectCode(
-          () => store.putCachedEmbeddings('embedder', [{ contentHash: m!.contentHash, embedding: [1] }]),
+          () =>
+            store.putCachedEmbeddings('embedder', [
+              { contentHash: m!.contentHash, embedding: [1] },
+            ]),
           'INVALID_ARGUMENT',
         );
         expect(await store.countMemories()).toBe(1);
