@@ -172,6 +172,21 @@ export function describeEncryptionConformance(options: EncryptionConformanceOpti
       });
     });
 
+    it('makes one data key per tenant when writers race for its first one', async () => {
+      await withStores(async (store) => {
+        const resourceId = `tenant-${newId()}`;
+        const threads = [];
+        for (let i = 0; i < 8; i++) threads.push(await store.createThread({ resourceId }));
+        const written = await Promise.all(
+          threads.map((t, i) =>
+            store.addMessages([{ threadId: t.id, parentId: null, role: 'user', data: `m${i}` }]),
+          ),
+        );
+        for (const [m] of written) expect((await store.getMessage(m!.id))!.data).toBe(m!.data);
+        expect(await store.destroyDataKeys({ resourceId })).toBe(1);
+      });
+    });
+
     if (options.rawText) {
       const rawText = options.rawText;
       it('leaves no canary at rest: 0 of 200 in the raw database', async () => {
