@@ -15,7 +15,8 @@ export type CairnErrorCode =
   | 'TIMEOUT'
   | 'ABORTED'
   | 'UNAVAILABLE'
-  | 'FORGOTTEN';
+  | 'FORGOTTEN'
+  | 'DECRYPTION_FAILED';
 
 const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([
   'NOT_FOUND',
@@ -31,6 +32,7 @@ const CODES: ReadonlySet<string> = new Set<CairnErrorCode>([
   'ABORTED',
   'UNAVAILABLE',
   'FORGOTTEN',
+  'DECRYPTION_FAILED',
 ]);
 
 /**

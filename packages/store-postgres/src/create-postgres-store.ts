@@ -1,7 +1,12 @@
 import { createHash } from 'node:crypto';
 import { checkKeys, invalidArgument, keysOf } from '@cairn/core';
-import type { Store } from '@cairn/store';
-import { asCairnError, checkOneOf, createStore } from '@cairn/store/adapter';
+import type { EncryptionOptions, Store } from '@cairn/store';
+import {
+  asCairnError,
+  checkEncryptionOptions,
+  checkOneOf,
+  createStore,
+} from '@cairn/store/adapter';
 import pg from 'pg';
 import { ident } from './migrations.js';
 import { type DriverConnection, PostgresDriver } from './postgres-driver.js';
@@ -33,12 +38,23 @@ export interface PostgresStoreOptions {
   vectorSearch?: 'auto' | 'exact';
   /** Connections of the pool opened for `connectionString`. Default 10. */
   maxConnections?: number;
+  /**
+   * Seals message data, state, memory content and metadata with a data key per tenant,
+   * wrapped by `keyring` (see `@cairn/store`'s `localKeyring`). Open a schema written with
+   * encryption with the same keyring: without it, sealed rows are refused.
+   */
+  encryption?: EncryptionOptions;
 }
 
 const MAX_IDENTIFIER = 63;
 
 const CONNECTION_KEYS = ['connectionString', 'pool', 'client'];
-const OPTION_KEYS = keysOf<PostgresStoreOptions>()(['schema', 'vectorSearch', 'maxConnections']);
+const OPTION_KEYS = keysOf<PostgresStoreOptions>()([
+  'schema',
+  'vectorSearch',
+  'maxConnections',
+  'encryption',
+]);
 /** Keys of pg's own pool config, which the store does not take: a pool made with them does. */
 const PG_SETTINGS = ['host', 'port', 'user', 'password', 'database', 'ssl', 'max', 'options'];
 const inConnection = {
@@ -89,6 +105,10 @@ export async function createPostgresStore(
   checkKeys(connection, 'createPostgresStore connection', CONNECTION_KEYS, inConnection);
   checkKeys(options, 'createPostgresStore options', OPTION_KEYS, inOptions);
   const { schema = 'cairn', maxConnections = 10 } = options;
+  const encryption =
+    options.encryption === undefined
+      ? {}
+      : { encryption: checkEncryptionOptions(options.encryption) };
   if (!Number.isSafeInteger(maxConnections) || maxConnections < 1)
     throw invalidArgument(
       `maxConnections must be an integer >= 1, got ${JSON.stringify(maxConnections)}`,
@@ -156,5 +176,5 @@ export async function createPostgresStore(
   } catch (e) {
     throw asCairnError(e, 'could not open the Postgres store');
   }
-  return createStore(driver);
+  return createStore(driver, encryption);
 }

@@ -265,6 +265,19 @@ CREATE INDEX memories_by_lineage ON ${s}.memories (lineage_id, created_at, seq);
     name: 'lease waiters',
     sql: (s) => `ALTER TABLE ${s}.leases ADD COLUMN waiters jsonb NOT NULL DEFAULT '[]';`,
   },
+  {
+    // Encryption at rest: each tenant's data key, wrapped by the user's key-encryption key
+    // (see EncryptionOptions); never a key in the clear.
+    name: 'data keys',
+    sql: (s) => `CREATE TABLE ${s}.data_keys (
+  kind text COLLATE "C" NOT NULL,
+  key text COLLATE "C" NOT NULL,
+  key_id text NOT NULL,
+  wrapped text NOT NULL,
+  created_at double precision NOT NULL,
+  PRIMARY KEY (kind, key)
+);`,
+  },
 ];
 
 /** Moves every branch's state commits into segments, the newest as its tail, then drops their table. */

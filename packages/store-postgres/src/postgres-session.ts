@@ -11,6 +11,7 @@ import type {
 } from '@cairn/core';
 import type { EmbeddingSpace, MemoryFilter } from '@cairn/store';
 import type {
+  DataKeyRow,
   DriverSession,
   KeywordCandidate,
   LatestCommitConditions,
@@ -20,6 +21,7 @@ import type {
   SqlTable,
   StateCommitDraft,
   StoredLease,
+  Tenant,
   ThreadRow,
   ThreadRowCounts,
   Tombstone,
@@ -1022,6 +1024,55 @@ export class PostgresSession implements DriverSession {
     );
   }
 
+  // ---------------------------------------------------------------- data keys
+
+  async getDataKeys(tenants: Tenant[]): Promise<DataKeyRow[]> {
+    const rows = await this.#rows(
+      `SELECT x.* FROM unnest($1::text[], $2::text[]) AS k(kind, key)
+         CROSS JOIN LATERAL (SELECT ${DATA_KEY_COLUMNS} FROM ${this.#s}.data_keys d
+           WHERE d.kind = k.kind AND d.key = k.key) x`,
+      [tenants.map((t) => t.kind), tenants.map((t) => t.key)],
+    );
+    return rows.map(dataKeyRow);
+  }
+
+  async insertDataKey(row: DataKeyRow): Promise<boolean> {
+    const r = await this.#q.query(
+      `INSERT INTO ${this.#s}.data_keys (kind, key, key_id, wrapped, created_at)
+       VALUES ($1, $2, $3, $4, $5) ON CONFLICT (kind, key) DO NOTHING`,
+      [row.kind, row.key, row.keyId, row.wrapped, row.createdAt],
+    );
+    return r.rowCount === 1;
+  }
+
+  async deleteDataKeys(tenants: Tenant[]): Promise<number> {
+    if (tenants.length === 0) return 0;
+    const r = await this.#q.query(
+      `DELETE FROM ${this.#s}.data_keys d USING unnest($1::text[], $2::text[]) AS k(kind, key)
+       WHERE d.kind = k.kind AND d.key = k.key`,
+      [tenants.map((t) => t.kind), tenants.map((t) => t.key)],
+    );
+    return r.rowCount ?? 0;
+  }
+
+  async listDataKeys(after: Tenant | null, limit: number): Promise<DataKeyRow[]> {
+    const rows = await this.#rows(
+      `SELECT ${DATA_KEY_COLUMNS} FROM ${this.#s}.data_keys
+       WHERE (kind, key) > ($1, $2) ORDER BY kind, key LIMIT $3`,
+      [after?.kind ?? '', after?.key ?? '', limit],
+    );
+    return rows.map(dataKeyRow);
+  }
+
+  async replaceDataKey(row: DataKeyRow, expectedWrapped: string): Promise<boolean> {
+    const r = await this.#q.query(
+      `UPDATE ${this.#s}.data_keys SET key_id = $3, wrapped = $4
+       WHERE kind = $1 AND key = $2 AND wrapped = $5`,
+      [row.kind, row.key, row.keyId, row.wrapped, expectedWrapped],
+    );
+    return r.rowCount === 1;
+  }
+
   async countThreadRows(threadId: string): Promise<ThreadRowCounts> {
     const s = this.#s;
     // State commits are packed: a segment or tail holds versions first..last of a branch.
@@ -1177,3 +1228,13 @@ function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
     },
   });
 }
+
+const DATA_KEY_COLUMNS = 'kind, key, key_id, wrapped, created_at';
+
+const dataKeyRow = (r: Row): DataKeyRow => ({
+  kind: r.kind as DataKeyRow['kind'],
+  key: r.key as string,
+  keyId: r.key_id as string,
+  wrapped: r.wrapped as string,
+  createdAt: Number(r.created_at),
+});

@@ -38,7 +38,7 @@ describe('createPostgresStore: a misplaced or misspelled option is refused befor
     for (const [options, message] of [
       [
         { schemaName: 'x' },
-        'unknown key "schemaName"; expected one of schema, vectorSearch, maxConnections',
+        'unknown key "schemaName"; expected one of schema, vectorSearch, maxConnections, encryption',
       ],
       [{ maxConections: 5 }, 'unknown key "maxConections" (did you mean "maxConnections"?)'],
       [{ vectorSerch: 'exact' }, 'unknown key "vectorSerch" (did you mean "vectorSearch"?)'],
@@ -51,6 +51,19 @@ describe('createPostgresStore: a misplaced or misspelled option is refused befor
         invalid(`createPostgresStore options: ${message}`),
       );
     }
+  });
+
+  it('refuses an encryption option without a keyring, or with an unknown key', async () => {
+    const connection = { connectionString: NOWHERE };
+    await expect(async () =>
+      createPostgresStore(connection, { encryption: { keyring: {} } } as never),
+    ).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/keyring/),
+    });
+    await expect(async () =>
+      createPostgresStore(connection, { encryption: { key: 'x' } } as never),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/"key"/) });
   });
 
   it('refuses maxConnections below 1, or with a pool or client it cannot size', async () => {

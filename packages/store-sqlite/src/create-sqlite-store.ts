@@ -1,6 +1,6 @@
 import { checkKeys, invalidArgument, keysOf } from '@cairn/core';
-import type { Store } from '@cairn/store';
-import { checkOneOf, createStore } from '@cairn/store/adapter';
+import type { EncryptionOptions, Store } from '@cairn/store';
+import { checkEncryptionOptions, checkOneOf, createStore } from '@cairn/store/adapter';
 import { connect } from './connection.js';
 import type { SqliteDatabase } from './sqlite-driver.js';
 import { SqliteDriver } from './sqlite-store.js';
@@ -28,10 +28,16 @@ export interface SqliteStoreOptions {
    * opens a file another process is migrating.
    */
   busyTimeoutMs?: number;
+  /**
+   * Seals message data, state, memory content and metadata with a data key per tenant,
+   * wrapped by `keyring` (see `@cairn/store`'s `localKeyring`). Open a file written with
+   * encryption with the same keyring: without it, sealed rows are refused.
+   */
+  encryption?: EncryptionOptions;
 }
 
 const SOURCE_KEYS = ['path', 'database'];
-const OPTION_KEYS = keysOf<SqliteStoreOptions>()(['synchronous', 'busyTimeoutMs']);
+const OPTION_KEYS = keysOf<SqliteStoreOptions>()(['synchronous', 'busyTimeoutMs', 'encryption']);
 const inOptions = Object.fromEntries(
   OPTION_KEYS.map((k) => [k, `${k} is an option: createSqliteStore({ path }, { ${k} })`]),
 );
@@ -85,6 +91,10 @@ export function createSqliteStore(
       'createSqliteStore expects { path } (a non-empty string) or { database } (an open better-sqlite3 Database)',
     );
   }
+  const encryption =
+    options.encryption === undefined
+      ? {}
+      : { encryption: checkEncryptionOptions(options.encryption) };
   const conn = connect(source, { synchronous, openTimeoutMs: busyTimeoutMs });
-  return createStore(new SqliteDriver(conn, busyTimeoutMs));
+  return createStore(new SqliteDriver(conn, busyTimeoutMs), encryption);
 }

@@ -253,6 +253,18 @@ export const MIGRATIONS: readonly Migration[] = [
   `
   ALTER TABLE cairn_leases ADD COLUMN waiters TEXT NOT NULL DEFAULT '[]';
   `,
+  // 9: data keys of a store with encryption, one per tenant, wrapped by the user's
+  // key-encryption key (see EncryptionOptions); never a key in the clear
+  `
+  CREATE TABLE cairn_data_keys (
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    wrapped TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (kind, key)
+  ) WITHOUT ROWID;
+  `,
 ];
 
 /** Gives every stored message its jump pointer, a thread at a time. */

@@ -12,6 +12,7 @@ import type {
 } from '@cairn/core';
 import type { EmbeddingSpace, MemoryFilter, StoreCapabilities } from '@cairn/store';
 import type {
+  DataKeyRow,
   Driver,
   DriverSession,
   KeywordCandidate,
@@ -21,6 +22,7 @@ import type {
   MessageJump,
   SessionOptions,
   StoredLease,
+  Tenant,
   ThreadRow,
   ThreadRowCounts,
   Tombstone,
@@ -71,6 +73,9 @@ const LEASES = table<StoredLease>(
   'cairn_leases',
   'key owner acquiredAt renewedAt expiresAt releasedAt data* waiters*',
 );
+
+const DATA_KEYS =
+  'SELECT kind, key, key_id AS keyId, wrapped, created_at AS createdAt FROM cairn_data_keys';
 
 /** Messages are read in bulk (whole chains): as arrays, decoded by position. */
 const MESSAGE_COLUMNS = 'id, thread_id, parent_id, role, type, data, created_at, depth';
@@ -677,6 +682,57 @@ class SqliteSession implements DriverSession {
       if (t) out.push({ kind: t.kind, key: t.key, at: t.at });
     }
     return out;
+  }
+
+  // ---------------------------------------------------------------- data keys
+
+  getDataKeys(tenants: Tenant[]): DataKeyRow[] {
+    const find = this.#c.sql(`${DATA_KEYS} WHERE kind = ? AND key = ?`);
+    const out: DataKeyRow[] = [];
+    for (const t of tenants) {
+      const row = find.get(t.kind, t.key) as DataKeyRow | undefined;
+      if (row) out.push({ ...row });
+    }
+    return out;
+  }
+
+  insertDataKey(row: DataKeyRow): boolean {
+    return (
+      this.#c
+        .sql(
+          `INSERT INTO cairn_data_keys (kind, key, key_id, wrapped, created_at)
+           VALUES (@kind, @key, @keyId, @wrapped, @createdAt) ON CONFLICT (kind, key) DO NOTHING`,
+        )
+        .run(row).changes === 1
+    );
+  }
+
+  deleteDataKeys(tenants: Tenant[]): number {
+    const del = this.#c.sql('DELETE FROM cairn_data_keys WHERE kind = ? AND key = ?');
+    let n = 0;
+    for (const t of tenants) n += del.run(t.kind, t.key).changes;
+    return n;
+  }
+
+  listDataKeys(after: Tenant | null, limit: number): DataKeyRow[] {
+    const rows =
+      after === null
+        ? this.#c.sql(`${DATA_KEYS} ORDER BY kind, key LIMIT ?`).all(limit)
+        : this.#c
+            .sql(`${DATA_KEYS} WHERE (kind, key) > (?, ?) ORDER BY kind, key LIMIT ?`)
+            .all(after.kind, after.key, limit);
+    return (rows as DataKeyRow[]).map((r) => ({ ...r }));
+  }
+
+  replaceDataKey(row: DataKeyRow, expectedWrapped: string): boolean {
+    return (
+      this.#c
+        .sql(
+          `UPDATE cairn_data_keys SET key_id = @keyId, wrapped = @wrapped
+           WHERE kind = @kind AND key = @key AND wrapped = @expectedWrapped`,
+        )
+        .run({ ...row, expectedWrapped }).changes === 1
+    );
   }
 
   countThreadRows(threadId: string): ThreadRowCounts {

@@ -6,6 +6,7 @@
  * import from `@cairn/store`.
  */
 export type {
+  DataKeyRow,
   Driver,
   DriverSession,
   KeywordCandidate,
@@ -25,6 +26,12 @@ export type {
   TombstoneKey,
   TombstoneKind,
 } from './driver.js';
+export {
+  checkEncryptionOptions,
+  type EncryptionOptions,
+  type Tenant,
+  type TenantKind,
+} from './encryption.js';
 export { asCairnError, checkOneOf, lockTimeout, schemaTooNew, takenMeanwhile } from './failures.js';
 export { type CreateStoreOptions, createStore } from './front-door.js';
 export { memoryDriver } from './memory-driver.js';

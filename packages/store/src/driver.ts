@@ -24,6 +24,7 @@ import type {
   Timestamp,
   Turn,
 } from '@cairn/core';
+import type { Tenant, TenantKind } from './encryption.js';
 import type { EmbeddingSpace, MemoryFilter, StoreCapabilities } from './store.js';
 
 /** An acquisition waiting for a lease, as the lease's row keeps it. */
@@ -137,6 +138,21 @@ export interface TombstoneKey {
 export interface Tombstone extends TombstoneKey {
   /** When the forget that recorded it began. */
   at: Timestamp;
+}
+
+/**
+ * A tenant's data key as the store keeps it: wrapped by a key-encryption key (see
+ * `EncryptionOptions`), never in the clear. Written in the transaction of the tenant's
+ * first sealed row.
+ */
+export interface DataKeyRow {
+  kind: TenantKind;
+  key: string;
+  /** The key-encryption key that wrapped it (`Keyring.keyId`). */
+  keyId: string;
+  /** The wrapped data key, base64. */
+  wrapped: string;
+  createdAt: Timestamp;
 }
 
 /** How many rows of each kind are under a thread, as `countThreadRows` reports them. */
@@ -506,6 +522,25 @@ export interface DriverSession {
   deleteLeases(keys: string[]): MaybePromise<number>;
   /** Deletes the cached embeddings of these content hashes, of every embedder; returns how many. */
   deleteCachedEmbeddings(contentHashes: string[]): MaybePromise<number>;
+
+  // ---------------------------------------------------------------- data keys
+
+  /** The stored data keys of these tenants, in any order. */
+  getDataKeys(tenants: Tenant[]): MaybePromise<DataKeyRow[]>;
+  /** Inserts a tenant's data key. False, writing nothing, when the tenant has one already. */
+  insertDataKey(row: DataKeyRow): MaybePromise<boolean>;
+  /** Deletes the data keys of these tenants (crypto-shredding); returns how many existed. */
+  deleteDataKeys(tenants: Tenant[]): MaybePromise<number>;
+  /**
+   * Data keys after `after` (all when null) by kind then key (binary order), at most
+   * `limit`: a rotation's pages.
+   */
+  listDataKeys(after: Tenant | null, limit: number): MaybePromise<DataKeyRow[]>;
+  /**
+   * Compare-and-set, for a rotation: replaces the tenant's `keyId` and `wrapped` only if
+   * its stored `wrapped` is still `expectedWrapped`. False, writing nothing, otherwise.
+   */
+  replaceDataKey(row: DataKeyRow, expectedWrapped: string): MaybePromise<boolean>;
 
   // ---------------------------------------------------------------- session
 

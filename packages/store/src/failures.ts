@@ -1,5 +1,6 @@
 /** The errors adapters raise for their own failures, worded once for every store. */
 import { CairnError, invalidArgument, isCairnError, unavailable } from '@cairn/core';
+import type { Tombstone } from './driver.js';
 
 /**
  * A failure as a `CairnError`: one as it is, anything else (a failure of the database
@@ -49,4 +50,13 @@ export function checkOneOf<T>(label: string, value: unknown, allowed: readonly T
   throw invalidArgument(`${label} must be ${choices}, got ${JSON.stringify(value)}`, {
     field: label,
   });
+}
+
+/** `FORGOTTEN`: a write that would bring back data of a forgotten subject. */
+export function forgotten(t: Tombstone, cause?: unknown): CairnError {
+  return new CairnError(
+    'FORGOTTEN',
+    `${t.kind} ${JSON.stringify(t.key)} was forgotten at ${new Date(t.at).toISOString()}; its data cannot be written again`,
+    { details: { kind: t.kind, key: t.key, at: t.at }, ...(cause === undefined ? {} : { cause }) },
+  );
 }

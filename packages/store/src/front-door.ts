@@ -19,6 +19,7 @@ import {
   type Turn,
 } from '@cairn/core';
 import type {
+  DataKeyRow,
   Driver,
   DriverSession,
   StateCommitDraft,
@@ -27,9 +28,16 @@ import type {
   TombstoneKey,
 } from './driver.js';
 import { type Change, ChangeEmitter } from './emitter.js';
-import { asCairnError } from './failures.js';
+import {
+  checkEncryptionOptions,
+  type EncryptionOptions,
+  type Tenant,
+  type TenantKind,
+} from './encryption.js';
+import { asCairnError, forgotten } from './failures.js';
 import { Gate } from './gate.js';
 import { cosineSimilarity, searchTerms } from './memory-search.js';
+import { Sealer, sealedRefusal, sealingSession } from './sealing.js';
 import type {
   AcquiredLease,
   AcquireLeaseInput,
@@ -126,6 +134,19 @@ import {
 export interface CreateStoreOptions {
   /** The clock for timestamps and lease expiry; `Date.now` by default. */
   now?: () => number;
+  /**
+   * Encryption at rest with a data key per tenant (a thread's `resourceId`; a memory's
+   * `entityId`, else its `worldId`; else the store's own): message data, state commits'
+   * updates and snapshots, memory content and metadata are sealed with AES-256-GCM
+   * before the driver writes them, bound to the row (kind, ids) and tenant, and opened
+   * when read. Each data key is stored wrapped by `keyring`. A row edited, moved to
+   * another row or tenant, or written in plaintext around the store fails to open with
+   * `DECRYPTION_FAILED`; so does every sealed row for a store opened without the keyring.
+   * Keyword and vector search, embeddings and `metadataPrefix` filters are refused
+   * (`INVALID_ARGUMENT`): the store keeps no index of sealed text. `forget` destroys the
+   * subject's data key.
+   */
+  encryption?: EncryptionOptions;
 }
 
 /** Vector candidates asked of the driver beyond `limit`, re-scored here in float64. */
@@ -157,11 +178,18 @@ class Door {
   constructor(
     readonly driver: Driver,
     readonly now: () => number,
+    /** Seals and opens values; null for a store without encryption. */
+    readonly sealer: Sealer | null,
   ) {
     const scope = driver.changeScope;
     this.#peers = (scope && scopes.get(scope)) || new Set();
     if (scope) scopes.set(scope, this.#peers);
     this.#peers.add(this.emitter);
+  }
+
+  /** The session the front door works with: one that seals and opens values. */
+  seal(s: DriverSession): DriverSession {
+    return sealingSession(s, this.sealer, this.now);
   }
 
   /** A CairnError for anything a driver threw. */
@@ -475,19 +503,11 @@ const noCounts = (): ForgetCounts => ({
   memories: 0,
   embeddings: 0,
   cachedEmbeddings: 0,
+  dataKeys: 0,
 });
 
 function addCounts(total: ForgetCounts, page: Partial<ForgetCounts>): void {
   for (const [k, n] of Object.entries(page)) total[k as keyof ForgetCounts] += n;
-}
-
-/** `FORGOTTEN`: a write that would bring back data of a forgotten subject. */
-function forgotten(t: Tombstone, cause?: unknown): CairnError {
-  return new CairnError(
-    'FORGOTTEN',
-    `${t.kind} ${show(t.key)} was forgotten at ${new Date(t.at).toISOString()}; its data cannot be written again`,
-    { details: { kind: t.kind, key: t.key, at: t.at }, ...(cause === undefined ? {} : { cause }) },
-  );
 }
 
 /** The tombstone of the first of these keys that has one, or null. */
@@ -536,6 +556,18 @@ async function forgetMemories(s: DriverSession, filter: MemoryFilter): Promise<F
   return page;
 }
 
+/** Data keys `rotateDataKeys` wraps again per transaction. */
+const ROTATE_PAGE = 100;
+
+/** The tombstones of a forget's subject: one per key given. */
+function subjectTombstones(subject: ForgetSubject, at: number): Tombstone[] {
+  const out: Tombstone[] = [];
+  if (subject.resourceId !== undefined) out.push({ kind: 'resource', key: subject.resourceId, at });
+  if (subject.entityId !== undefined) out.push({ kind: 'entity', key: subject.entityId, at });
+  if (subject.worldId !== undefined) out.push({ kind: 'world', key: subject.worldId, at });
+  return out;
+}
+
 /** The session of a running `transaction(fn)`: its driver session and what it changed. */
 interface TxState {
   session: DriverSession;
@@ -572,7 +604,11 @@ class FrontDoor implements Store {
   }
 
   /** Runs one call in its own session, or inside the transaction's, under a savepoint. */
-  async #call<T>(write: boolean, fn: (s: DriverSession, touch: Touch) => Promise<T>): Promise<T> {
+  async #call<T>(
+    write: boolean,
+    fn: (s: DriverSession, touch: Touch) => Promise<T>,
+    sealed = true,
+  ): Promise<T> {
     const d = this.#d;
     const tx = this.#tx;
     if (tx) {
@@ -592,7 +628,7 @@ class FrontDoor implements Store {
       try {
         return await d.driver.run(
           async (s) => {
-            const r = await fn(s, (c) => changes.push(c));
+            const r = await fn(sealed ? d.seal(s) : s, (c) => changes.push(c));
             if (changes.length > 0 && s.publish) await s.publish(d.encode(changes));
             return r;
           },
@@ -610,9 +646,13 @@ class FrontDoor implements Store {
     return this.#call(false, fn);
   }
 
-  async #write<T>(fn: (s: DriverSession, touch: Touch) => Promise<T>): Promise<T> {
+  /**
+   * A write in a session of its own (or the transaction's). `sealed: false` gives the
+   * driver's session as it is, for `forget`, which deletes without reading values.
+   */
+  async #write<T>(fn: (s: DriverSession, touch: Touch) => Promise<T>, sealed = true): Promise<T> {
     try {
-      return await this.#call(true, fn);
+      return await this.#call(true, fn, sealed);
     } catch (e) {
       throw await this.#whyNotFound(e);
     }
@@ -1329,6 +1369,7 @@ class FrontDoor implements Store {
   async searchMemories(search: MemorySearch): Promise<MemoryHit[]> {
     this.#open();
     const q = checkMemorySearch(search);
+    if (this.#d.sealer) throw sealedRefusal(q.vector ? 'vector search' : 'keyword search');
     return this.#read(async (s) => {
       if (q.vector) {
         const vector = q.vector;
@@ -1584,20 +1625,18 @@ class FrontDoor implements Store {
     const checked = checkForgetSubject(subject);
     const { resourceId, entityId, worldId } = checked;
     const at = this.#d.now();
-    const subjects: Tombstone[] = [];
-    if (resourceId !== undefined) subjects.push({ kind: 'resource', key: resourceId, at });
-    if (entityId !== undefined) subjects.push({ kind: 'entity', key: entityId, at });
-    if (worldId !== undefined) subjects.push({ kind: 'world', key: worldId, at });
     // The subject's tombstones first: from here on no write brings its data back.
     // Writes that looked for these tombstones before they were there commit first.
-    await this.#write(async (s) => {
-      if (s.lockSubjects) await s.lockSubjects(subjects, true);
-      await s.putTombstones(subjects);
-    });
+    // With them go the subject's data keys: what a copy of the database made from here on
+    // holds of its data cannot be opened, even before it is deleted.
     const counts = noCounts();
+    counts.dataKeys = await this.#shred(subjectTombstones(checked, at));
     if (resourceId !== undefined)
       for (;;) {
-        const page = await this.#write((s, touch) => this.#forgetThreads(s, touch, resourceId, at));
+        const page = await this.#write(
+          (s, touch) => this.#forgetThreads(s, touch, resourceId, at),
+          false,
+        );
         if (page.threads === 0) break;
         addCounts(counts, page);
       }
@@ -1606,7 +1645,7 @@ class FrontDoor implements Store {
     if (worldId !== undefined) filters.push({ worldId });
     for (const filter of filters) {
       for (;;) {
-        const page = await this.#write((s) => forgetMemories(s, filter));
+        const page = await this.#write((s) => forgetMemories(s, filter), false);
         if (page.memories === 0) break;
         addCounts(counts, page);
       }
@@ -1621,6 +1660,57 @@ class FrontDoor implements Store {
         }
       });
     return { subject: checked, counts, at };
+  }
+
+  /** The subject's tombstones, written with its data keys destroyed; returns how many keys. */
+  async #shred(subjects: Tombstone[]): Promise<number> {
+    return this.#write(async (s) => {
+      if (s.lockSubjects) await s.lockSubjects(subjects, true);
+      await s.putTombstones(subjects);
+      // Each subject (a resource, an entity, a world) is a tenant of that kind and key.
+      return s.deleteDataKeys(subjects.map(({ kind, key }) => ({ kind: kind as TenantKind, key })));
+    }, false);
+  }
+
+  #sealer(call: string): Sealer {
+    if (!this.#d.sealer)
+      throw invalidArgument(
+        `${call} is for a store with encryption: create it with encryption: { keyring }`,
+      );
+    return this.#d.sealer;
+  }
+
+  async destroyDataKeys(subject: ForgetSubject): Promise<number> {
+    this.#open();
+    this.#sealer('destroyDataKeys');
+    if (this.#tx)
+      throw invalidArgument('destroyDataKeys: call it on the store, not inside transaction()');
+    return this.#shred(subjectTombstones(checkForgetSubject(subject), this.#d.now()));
+  }
+
+  async rotateDataKeys(): Promise<{ rewrapped: number }> {
+    this.#open();
+    const sealer = this.#sealer('rotateDataKeys');
+    if (this.#tx)
+      throw invalidArgument('rotateDataKeys runs transactions of its own: call it on the store');
+    let rewrapped = 0;
+    let after: Tenant | null = null;
+    for (;;) {
+      // A page of keys per transaction, each replaced by compare-and-set: a key destroyed
+      // or wrapped again meanwhile keeps what happened to it.
+      const from: Tenant | null = after;
+      const page: DataKeyRow[] = await this.#write(async (s) => {
+        const rows = await s.listDataKeys(from, ROTATE_PAGE);
+        for (const row of rows) {
+          if (row.keyId === sealer.keyring.keyId) continue;
+          if (await s.replaceDataKey(await sealer.rewrap(row), row.wrapped)) rewrapped++;
+        }
+        return rows;
+      }, false);
+      const last = page.at(-1);
+      if (!last || page.length < ROTATE_PAGE) return { rewrapped };
+      after = { kind: last.kind, key: last.key };
+    }
   }
 
   /**
@@ -1684,7 +1774,7 @@ class FrontDoor implements Store {
       try {
         result = await d.driver.run(
           async (session) => {
-            tx = { session, pending: [], ended: false };
+            tx = { session: d.seal(session), pending: [], ended: false };
             try {
               const r = await fn(new FrontDoor(d, tx));
               tx.ended = true;
@@ -1771,10 +1861,18 @@ class FrontDoor implements Store {
 export function createStore(driver: Driver, options: CreateStoreOptions = {}): Store {
   if (typeof driver !== 'object' || driver === null || typeof driver.run !== 'function')
     throw invalidArgument('createStore expects a driver');
-  checkObjectArgument(options, 'store options', keysOf<CreateStoreOptions>()(['now']));
+  checkObjectArgument(
+    options,
+    'store options',
+    keysOf<CreateStoreOptions>()(['now', 'encryption']),
+  );
   if (options.now !== undefined && typeof options.now !== 'function')
     throw invalidArgument(
       `now must be a function returning milliseconds, got ${typeof options.now}`,
     );
-  return new FrontDoor(new Door(driver, options.now ?? Date.now), null);
+  const sealer =
+    options.encryption === undefined
+      ? null
+      : new Sealer(checkEncryptionOptions(options.encryption).keyring);
+  return new FrontDoor(new Door(driver, options.now ?? Date.now, sealer), null);
 }

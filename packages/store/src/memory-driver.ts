@@ -10,6 +10,7 @@ import {
   type Turn,
 } from '@cairn/core';
 import type {
+  DataKeyRow,
   Driver,
   DriverSession,
   KeywordCandidate,
@@ -24,6 +25,7 @@ import type {
   Tombstone,
   TombstoneKey,
 } from './driver.js';
+import type { EncryptionOptions, Tenant } from './encryption.js';
 import { createStore } from './front-door.js';
 import { BM25, cosineSimilarity, matchesMemoryFilter, termCounts } from './memory-search.js';
 import type { EmbeddingSpace, MemoryFilter, Store, StoreCapabilities } from './store.js';
@@ -31,6 +33,8 @@ import type { EmbeddingSpace, MemoryFilter, Store, StoreCapabilities } from './s
 export interface MemoryStoreOptions {
   /** The clock for timestamps and lease expiry; `Date.now` by default. */
   now?: () => number;
+  /** Seals what tenants wrote with a data key per tenant (see `CreateStoreOptions`). */
+  encryption?: EncryptionOptions;
 }
 
 /**
@@ -55,6 +59,7 @@ function positiveZeros<T>(value: T): T {
 }
 
 const tombstoneKey = (t: TombstoneKey) => `${t.kind}\u0000${t.key}`;
+const tenantKey = (t: Tenant) => `${t.kind}\u0000${t.key}`;
 const entryKey = (collection: string, id: string) => JSON.stringify([collection, id]);
 
 type Seq<T> = T & { seq: number };
@@ -137,6 +142,8 @@ class MemoryDriver implements Driver, DriverSession {
   readonly #cache = new Table<number[]>(this.#journal);
   /** By kind and key (`tombstoneKey`). */
   readonly #tombstones = new Table<Tombstone>(this.#journal);
+  /** By kind and key (`tenantKey`). */
+  readonly #dataKeys = new Table<DataKeyRow>(this.#journal);
 
   run<T>(fn: (session: DriverSession) => Promise<T>, _options: SessionOptions): Promise<T> {
     return this.#lock.run(async () => {
@@ -600,6 +607,42 @@ class MemoryDriver implements Driver, DriverSession {
     for (const key of [...this.#cache.rows.keys()])
       if (hashes.has(key.slice(key.indexOf('\u0000') + 1)) && this.#cache.delete(key)) n++;
     return n;
+  }
+
+  // ---------------------------------------------------------------- data keys
+
+  getDataKeys(tenants: Tenant[]): DataKeyRow[] {
+    const found = new Map<string, DataKeyRow>();
+    for (const t of tenants) {
+      const row = this.#dataKeys.get(tenantKey(t));
+      if (row) found.set(tenantKey(t), copy(row));
+    }
+    return [...found.values()];
+  }
+  insertDataKey(row: DataKeyRow): boolean {
+    if (this.#dataKeys.get(tenantKey(row))) return false;
+    this.#dataKeys.set(tenantKey(row), copy(row));
+    return true;
+  }
+  deleteDataKeys(tenants: Tenant[]): number {
+    let n = 0;
+    for (const key of new Set(tenants.map(tenantKey))) if (this.#dataKeys.delete(key)) n++;
+    return n;
+  }
+  listDataKeys(after: Tenant | null, limit: number): DataKeyRow[] {
+    const page = afterKeyPage(
+      [...this.#dataKeys.values()],
+      tenantKey,
+      after && tenantKey(after),
+      limit,
+    );
+    return page.map(copy);
+  }
+  replaceDataKey(row: DataKeyRow, expectedWrapped: string): boolean {
+    const current = this.#dataKeys.get(tenantKey(row));
+    if (current?.wrapped !== expectedWrapped) return false;
+    this.#dataKeys.set(tenantKey(row), { ...current, keyId: row.keyId, wrapped: row.wrapped });
+    return true;
   }
 
   getEmbeddingSpace(): EmbeddingSpace | null {

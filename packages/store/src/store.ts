@@ -397,6 +397,11 @@ export interface ForgetCounts {
   embeddings: number;
   /** Embedding-cache rows (any embedder) of the deleted memories' content hashes that no remaining memory uses. */
   cachedEmbeddings: number;
+  /**
+   * The subject's data keys destroyed, on a store with encryption (crypto-shredding:
+   * whatever of its data a copy of the database still holds cannot be opened); else 0.
+   */
+  dataKeys: number;
 }
 
 /** What `forget` did: the subject as checked, what it deleted, and when it began. */
@@ -725,6 +730,29 @@ export interface Store {
    * ```
    */
   forget(subject: ForgetSubject): Promise<ForgetReceipt>;
+  /**
+   * On a store with encryption: destroys the subject's data keys (crypto-shredding)
+   * without deleting its rows, and records its tombstones as `forget` does, so that no
+   * write makes it a new key. From then on its sealed rows fail to open with
+   * `DECRYPTION_FAILED`, here and in any copy of the database made afterwards; `forget`
+   * still deletes them. Returns how many data keys it destroyed. On a store without
+   * encryption, `INVALID_ARGUMENT`.
+   *
+   * @example
+   * ```ts
+   * await store.destroyDataKeys({ resourceId: 'user-1' });
+   * await store.getChain(headId); // DECRYPTION_FAILED
+   * ```
+   */
+  destroyDataKeys(subject: ForgetSubject): Promise<number>;
+  /**
+   * On a store with encryption: wraps every data key that another key-encryption key
+   * wrapped again with the keyring's current one (`Keyring.keyId`), a page at a time,
+   * while the store is in use: sealed rows are not rewritten. The keyring must still
+   * unwrap the old keys (e.g. `localKeyring(next, { previous: [old] })`). Returns how many
+   * keys it wrapped again. On a store without encryption, `INVALID_ARGUMENT`.
+   */
+  rotateDataKeys(): Promise<{ rewrapped: number }>;
 
   // lifecycle
   /**

@@ -27,6 +27,13 @@ export interface StoreConformanceOptions {
    * store itself and disposes of the first with `destroy`.
    */
   reopen?: (store: Store) => Promise<Store>;
+  /**
+   * The store was created with `encryption` (see `CreateStoreOptions`): the suite leaves
+   * out what a store that seals memory text refuses (keyword and vector search,
+   * embeddings, `metadataPrefix` filters; `describeEncryptionConformance` checks those
+   * refusals) and expects `forget` to count the data keys it destroys.
+   */
+  encrypted?: boolean;
 }
 
 /** Generous limits, so a real database on a slow CI machine does not time out. */

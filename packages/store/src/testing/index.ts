@@ -28,6 +28,11 @@ import { describeVectorSearch } from './specs/vector-search.js';
 export type { StoreConformanceOptions } from './context.js';
 export { makeChain, Rng } from './helpers.js';
 export { type TestStoreKind, testStoreKind } from './kinds.js';
+export {
+  describeEncryptionConformance,
+  type EncryptionConformanceOptions,
+  type RawTamper,
+} from './specs/encryption.js';
 
 /** The areas of the suite, in the order they run. */
 const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
@@ -120,6 +125,16 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
  */
 export function describeStoreConformance(options: StoreConformanceOptions): void {
   describe(`${options.name} store conformance`, { timeout: TEST_TIMEOUT }, () => {
-    for (const area of AREAS) area(options);
+    for (const area of AREAS)
+      if (!(options.encrypted && NEEDS_PLAINTEXT.includes(area))) area(options);
   });
 }
+
+/** The areas built on memory text in the clear: left out for a store with encryption. */
+const NEEDS_PLAINTEXT: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
+  describeMetadataPrefix,
+  describeScopeIsolation,
+  describeVectorSearch,
+  describeKeywordSearch,
+  describeEmbeddingSpace,
+];

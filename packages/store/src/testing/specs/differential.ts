@@ -1,5 +1,6 @@
 import { isCairnError, setOwn } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
+import { localKeyring } from '../../encryption.js';
 import { createMemoryStore } from '../../memory-driver.js';
 import type { Store } from '../../store.js';
 import { type StoreConformanceOptions, withFreshStore } from '../context.js';
@@ -242,12 +243,17 @@ function script(seed: number, length: number, exactVectors: boolean): Op[] {
  * in-memory reference store and on the store under test, every result compared exactly
  * (values, error codes, messages and details; clock values and generated ids masked).
  */
+const REFERENCE_SECRET = 'the reference store’s secret, 32 bytes or more';
+
 export function describeDifferential(options: StoreConformanceOptions): void {
   describe('differential: the same calls as the reference store', () => {
     for (const seed of [1, 2, 3]) {
       it(`answers a random script (seed ${seed}) exactly as the reference does`, async () => {
         await withFreshStore(options, async (store) => {
-          const reference = createMemoryStore();
+          // Sealed like the store under test, so both refuse what needs plaintext alike.
+          const reference = createMemoryStore(
+            options.encrypted ? { encryption: { keyring: localKeyring(REFERENCE_SECRET) } } : {},
+          );
           const ops = script(seed, 250, store.capabilities.vectorSearch === 'exact');
           const ids = [new Map<string, string>(), new Map<string, string>()] as const;
           for (const [i, op] of ops.entries()) {

@@ -265,29 +265,32 @@ export function describeOneRule(options: StoreConformanceOptions): void {
         expect((await store().getThread(t.id))!.resourceId).toBe(LONGEST_NAME);
       });
 
-      it(`memory text: at most ${MAX_MEMORY_TEXT_LENGTH} characters, and that much is searchable`, async () => {
-        const agentId = `big-${newId()}`;
-        await expectCode(
-          () =>
-            store().addMemories([
-              { agentId, content: { text: 'x'.repeat(MAX_MEMORY_TEXT_LENGTH + 1) } },
-            ]),
-          'INVALID_ARGUMENT',
-        );
-        // Many distinct words: the worst case for a full-text index.
-        const words: string[] = [];
-        let length = 0;
-        for (let i = 0; length < MAX_MEMORY_TEXT_LENGTH - 20; i++) {
-          const w = `w${i.toString(36)}q`;
-          words.push(w);
-          length += w.length + 1;
-        }
-        const text = words.join(' ').slice(0, MAX_MEMORY_TEXT_LENGTH);
-        const [m] = await store().addMemories([{ agentId, content: { text } }]);
-        expect((await store().getMemory(m!.id))!.content.text).toBe(text);
-        const hits = await store().searchMemories({ text: words[1234]!, filter: { agentId } });
-        expect(hits.map((h) => h.memory.id)).toEqual([m!.id]);
-      });
+      it.skipIf(options.encrypted)(
+        `memory text: at most ${MAX_MEMORY_TEXT_LENGTH} characters, and that much is searchable`,
+        async () => {
+          const agentId = `big-${newId()}`;
+          await expectCode(
+            () =>
+              store().addMemories([
+                { agentId, content: { text: 'x'.repeat(MAX_MEMORY_TEXT_LENGTH + 1) } },
+              ]),
+            'INVALID_ARGUMENT',
+          );
+          // Many distinct words: the worst case for a full-text index.
+          const words: string[] = [];
+          let length = 0;
+          for (let i = 0; length < MAX_MEMORY_TEXT_LENGTH - 20; i++) {
+            const w = `w${i.toString(36)}q`;
+            words.push(w);
+            length += w.length + 1;
+          }
+          const text = words.join(' ').slice(0, MAX_MEMORY_TEXT_LENGTH);
+          const [m] = await store().addMemories([{ agentId, content: { text } }]);
+          expect((await store().getMemory(m!.id))!.content.text).toBe(text);
+          const hits = await store().searchMemories({ text: words[1234]!, filter: { agentId } });
+          expect(hits.map((h) => h.memory.id)).toEqual([m!.id]);
+        },
+      );
 
       it(`JSON: ${MAX_JSON_DEPTH} levels deep round-trips; deeper is INVALID_ARGUMENT, never a stack overflow`, async () => {
         const t = await makeThread(store());
@@ -345,41 +348,44 @@ export function describeOneRule(options: StoreConformanceOptions): void {
         return { t, m: m!, br };
       }
 
-      it('a misplaced or misspelled viewer never reads another agent’s private memories', async () => {
-        const tag = newId();
-        await store().addMemories([
-          { agentId: `alice-${tag}`, content: { text: `alice private diary ${tag}` } },
-          { agentId: `bob-${tag}`, content: { text: `bob private diary ${tag}` } },
-        ]);
-        const bob = { agentId: `bob-${tag}` };
-        expect(await store().listMemories({ viewer: bob })).toHaveLength(1);
-        expect(
-          (
-            await expectUnknownKey(
-              () => store().searchMemories({ text: tag, viewer: bob } as never),
-              'viewer',
-            )
-          ).message,
-        ).toBe('searchMemories: unknown key "viewer"; the viewer goes in filter.viewer');
-        expect(
-          (await expectUnknownKey(() => store().listMemories({ veiwer: bob } as never), 'veiwer'))
-            .message,
-        ).toBe('listMemories: unknown key "veiwer" (did you mean "viewer"?)');
-        await expectUnknownKey(() => store().countMemories({ Viewer: bob } as never), 'Viewer');
-        await expectUnknownKey(
-          () => store().searchMemories({ text: tag, filter: { veiwer: bob } as never }),
-          'veiwer',
-        );
-        await expectUnknownKey(
-          () => store().listMemories({ viewer: { agentID: bob.agentId } as never }),
-          'agentID',
-        );
-        await expectUnknownKey(() => store().listMemories({ limit: 1 } as never, {}), 'limit');
-        await expectUnknownKey(() => store().listMemories({}, { limt: 1 } as never), 'limt');
-        expect((await store().searchMemories({ text: tag, filter: { viewer: bob } })).length).toBe(
-          1,
-        );
-      });
+      it.skipIf(options.encrypted)(
+        'a misplaced or misspelled viewer never reads another agent’s private memories',
+        async () => {
+          const tag = newId();
+          await store().addMemories([
+            { agentId: `alice-${tag}`, content: { text: `alice private diary ${tag}` } },
+            { agentId: `bob-${tag}`, content: { text: `bob private diary ${tag}` } },
+          ]);
+          const bob = { agentId: `bob-${tag}` };
+          expect(await store().listMemories({ viewer: bob })).toHaveLength(1);
+          expect(
+            (
+              await expectUnknownKey(
+                () => store().searchMemories({ text: tag, viewer: bob } as never),
+                'viewer',
+              )
+            ).message,
+          ).toBe('searchMemories: unknown key "viewer"; the viewer goes in filter.viewer');
+          expect(
+            (await expectUnknownKey(() => store().listMemories({ veiwer: bob } as never), 'veiwer'))
+              .message,
+          ).toBe('listMemories: unknown key "veiwer" (did you mean "viewer"?)');
+          await expectUnknownKey(() => store().countMemories({ Viewer: bob } as never), 'Viewer');
+          await expectUnknownKey(
+            () => store().searchMemories({ text: tag, filter: { veiwer: bob } as never }),
+            'veiwer',
+          );
+          await expectUnknownKey(
+            () => store().listMemories({ viewer: { agentID: bob.agentId } as never }),
+            'agentID',
+          );
+          await expectUnknownKey(() => store().listMemories({ limit: 1 } as never, {}), 'limit');
+          await expectUnknownKey(() => store().listMemories({}, { limt: 1 } as never), 'limt');
+          expect(
+            (await store().searchMemories({ text: tag, filter: { viewer: bob } })).length,
+          ).toBe(1);
+        },
+      );
 
       it('every write refuses an unknown key and writes nothing', async () => {
         const { t, m, br } = await threadOnBranch();
@@ -585,44 +591,47 @@ export function describeOneRule(options: StoreConformanceOptions): void {
       });
     });
 
-    describe('keyword search: one stop-word rule, scores relative to the best hit', () => {
-      it('leaves stop words out of the query', async () => {
-        const agentId = `kw-${newId()}`;
-        const [parking, launch] = await store().addMemories([
-          { agentId, content: { text: 'The parking lot is closed on weekends' } },
-          { agentId, content: { text: 'Launch day: Friday, after the review' } },
-        ]);
-        const hits = await store().searchMemories({
-          text: 'when is the launch?',
-          filter: { agentId },
+    describe.skipIf(options.encrypted)(
+      'keyword search: one stop-word rule, scores relative to the best hit',
+      () => {
+        it('leaves stop words out of the query', async () => {
+          const agentId = `kw-${newId()}`;
+          const [parking, launch] = await store().addMemories([
+            { agentId, content: { text: 'The parking lot is closed on weekends' } },
+            { agentId, content: { text: 'Launch day: Friday, after the review' } },
+          ]);
+          const hits = await store().searchMemories({
+            text: 'when is the launch?',
+            filter: { agentId },
+          });
+          expect(hits.map((h) => h.memory.id)).toEqual([launch!.id]);
+          expect(parking).toBeDefined();
+          expect(
+            await store().searchMemories({ text: 'when is the', filter: { agentId } }),
+          ).toEqual([]);
         });
-        expect(hits.map((h) => h.memory.id)).toEqual([launch!.id]);
-        expect(parking).toBeDefined();
-        expect(await store().searchMemories({ text: 'when is the', filter: { agentId } })).toEqual(
-          [],
-        );
-      });
 
-      it('scores in (0, 1], the best hit 1, even when every memory holds the word', async () => {
-        const agentId = `kw-${newId()}`;
-        await store().addMemories(
-          ['apples and pears', 'apples, apples, apples', 'green apples in the orchard'].map(
-            (text) => ({
-              agentId,
-              content: { text },
-            }),
-          ),
-        );
-        const hits = await store().searchMemories({ text: 'apples', filter: { agentId } });
-        expect(hits).toHaveLength(3);
-        expect(hits[0]!.score).toBe(1);
-        for (const h of hits) {
-          expect(h.score).toBeGreaterThan(0.01);
-          expect(h.score).toBeLessThanOrEqual(1);
-        }
-        for (let i = 1; i < hits.length; i++)
-          expect(hits[i]!.score).toBeLessThanOrEqual(hits[i - 1]!.score);
-      });
-    });
+        it('scores in (0, 1], the best hit 1, even when every memory holds the word', async () => {
+          const agentId = `kw-${newId()}`;
+          await store().addMemories(
+            ['apples and pears', 'apples, apples, apples', 'green apples in the orchard'].map(
+              (text) => ({
+                agentId,
+                content: { text },
+              }),
+            ),
+          );
+          const hits = await store().searchMemories({ text: 'apples', filter: { agentId } });
+          expect(hits).toHaveLength(3);
+          expect(hits[0]!.score).toBe(1);
+          for (const h of hits) {
+            expect(h.score).toBeGreaterThan(0.01);
+            expect(h.score).toBeLessThanOrEqual(1);
+          }
+          for (let i = 1; i < hits.length; i++)
+            expect(hits[i]!.score).toBeLessThanOrEqual(hits[i - 1]!.score);
+        });
+      },
+    );
   });
 }

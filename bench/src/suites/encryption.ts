@@ -1,0 +1,210 @@
+/**
+ * Encryption at rest: the store bench's append and chain-read rows on a store with
+ * `encryption` against the same store without it, side by side in one run (SQLite file,
+ * and the Postgres server when reachable).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { newId } from '@cairn/core';
+import { localKeyring, type Store } from '@cairn/store';
+import { createPostgresStore } from '@cairn/store-postgres';
+import { createSqliteStore } from '@cairn/store-sqlite';
+import pg from 'pg';
+import { type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
+import { chainRows, type Row } from '../messages.js';
+import { POSTGRES_URL, postgresUnreachable } from '../postgres.js';
+
+const encryption = { keyring: localKeyring('the bench secret, thirty-two bytes or more') };
+const TARGET = { maxRatio: 1.3, label: '<= 1.3x (issue 29)' };
+
+async function appendChain(store: Store, threadId: string, n: number): Promise<string> {
+  let parent: string | null = null;
+  for (let start = 0; start < n; start += 10_000) {
+    const rows = chainRows(threadId, Math.min(10_000, n - start), parent);
+    await store.addMessages(rows);
+    parent = rows[rows.length - 1]!.id;
+  }
+  return parent!;
+}
+
+/** The four rows on a pair of stores: `plain` the baseline, `sealed` the subject. */
+async function rowsOf(
+  where: string,
+  plain: Store,
+  sealed: Store,
+  sizes: { batch: number; single: number; chain: number; deep: number },
+  log: (line: string) => void,
+): Promise<Comparison[]> {
+  const out: Comparison[] = [];
+  // Every thread is of a tenant of its own, as a multi-tenant app's would be.
+  const thread = (store: Store) => store.createThread({ resourceId: `tenant-${newId()}` });
+
+  log(`${where}: appending ${sizes.batch.toLocaleString('en')} messages in batches of 100`);
+  {
+    const side = (store: Store, name: string) => {
+      let rows: Row[] = [];
+      return {
+        name,
+        before: async () => {
+          rows = chainRows((await thread(store)).id, sizes.batch);
+        },
+        run: async () => {
+          for (let i = 0; i < rows.length; i += 100)
+            await store.addMessages(rows.slice(i, i + 100));
+        },
+      };
+    };
+    out.push(
+      await compare({
+        name: `${where}: append ${sizes.batch.toLocaleString('en')} messages, addMessages in batches of 100`,
+        baseline: side(plain, 'without encryption'),
+        subject: side(sealed, 'with encryption'),
+        runs: 9,
+        ops: sizes.batch,
+        target: TARGET,
+      }),
+    );
+  }
+
+  log(`${where}: appending ${sizes.single.toLocaleString('en')} messages one per call`);
+  {
+    const side = (store: Store, name: string) => {
+      let rows: Row[] = [];
+      return {
+        name,
+        before: async () => {
+          rows = chainRows((await thread(store)).id, sizes.single);
+        },
+        run: async () => {
+          for (const m of rows) await store.addMessages([m]);
+        },
+      };
+    };
+    out.push(
+      await compare({
+        name: `${where}: append ${sizes.single.toLocaleString('en')} messages one per call`,
+        baseline: side(plain, 'without encryption'),
+        subject: side(sealed, 'with encryption'),
+        runs: 9,
+        ops: sizes.single,
+        target: TARGET,
+      }),
+    );
+  }
+
+  log(`${where}: reading a whole ${sizes.chain.toLocaleString('en')}-message chain`);
+  {
+    const heads: string[] = [];
+    for (const store of [plain, sealed])
+      heads.push(await appendChain(store, (await thread(store)).id, sizes.chain));
+    out.push(
+      await compare({
+        name: `${where}: read a whole ${sizes.chain.toLocaleString('en')}-message chain`,
+        baseline: { name: 'without encryption', run: () => plain.getChain(heads[0]!) },
+        subject: { name: 'with encryption', run: () => sealed.getChain(heads[1]!) },
+        runs: 9,
+        target: TARGET,
+      }),
+    );
+  }
+
+  const REPEAT = 200;
+  log(`${where}: reading the last 50 of a ${sizes.deep.toLocaleString('en')}-message chain`);
+  {
+    const heads: string[] = [];
+    for (const store of [plain, sealed])
+      heads.push(await appendChain(store, (await thread(store)).id, sizes.deep));
+    const last50 = (store: Store, head: string) => async () => {
+      let last: unknown;
+      for (let i = 0; i < REPEAT; i++) last = await store.getChain(head, { limit: 50 });
+      return last;
+    };
+    out.push(
+      await compare({
+        name: `${where}: read the last 50 of a ${sizes.deep.toLocaleString('en')}-message chain (${REPEAT} x)`,
+        baseline: { name: 'without encryption', run: last50(plain, heads[0]!) },
+        subject: { name: 'with encryption', run: last50(sealed, heads[1]!) },
+        runs: 9,
+        target: TARGET,
+      }),
+    );
+  }
+  return out;
+}
+
+const suite: Suite = {
+  id: 'encryption',
+  title: 'Encryption at rest: the store rows with a data key per tenant, against without',
+  async run(log) {
+    const rows: Comparison[] = [];
+    const notes: string[] = [];
+    const dir = mkdtempSync(join(tmpdir(), 'cairn-bench-encryption-'));
+    try {
+      const plain = createSqliteStore({ path: join(dir, 'plain.db') });
+      const sealed = createSqliteStore({ path: join(dir, 'sealed.db') }, { encryption });
+      try {
+        rows.push(
+          ...(await rowsOf(
+            'SQLite',
+            plain,
+            sealed,
+            { batch: 10_000, single: 1_000, chain: 10_000, deep: 100_000 },
+            log,
+          )),
+        );
+      } finally {
+        await plain.close();
+        await sealed.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+
+    const unreachable = await postgresUnreachable();
+    if (unreachable) notes.push(`Postgres rows left out: ${unreachable}`);
+    else {
+      const schemas = ['plain', 'sealed'].map(
+        (s) => `cairn_bench_${s}_${newId().replaceAll('-', '').slice(-10)}`,
+      );
+      const plain = await createPostgresStore(
+        { connectionString: POSTGRES_URL },
+        { schema: schemas[0]! },
+      );
+      const sealed = await createPostgresStore(
+        { connectionString: POSTGRES_URL },
+        { schema: schemas[1]!, encryption },
+      );
+      try {
+        rows.push(
+          ...(await rowsOf(
+            'Postgres',
+            plain,
+            sealed,
+            { batch: 10_000, single: 1_000, chain: 10_000, deep: 20_000 },
+            log,
+          )),
+        );
+      } finally {
+        await plain.close();
+        await sealed.close();
+        const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+        for (const s of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+        await pool.end();
+      }
+    }
+    return {
+      markdown: `${comparisonTable(rows)}
+
+The baseline is the same store without \`encryption\`, in the same run; the subject seals
+every message's data with its thread's resource's data key (AES-256-GCM, Node's \`crypto\`),
+each thread of a tenant of its own, and opens every message it reads. A sealed write looks
+up the thread's resource and the tenant's data key (one small read each per call), a
+sealed read the data key of each tenant it meets (one per call); unwrapped data keys are
+kept in the process, so the keyring is asked once per tenant.
+${notes.map((n) => `\n${n}`).join('')}`,
+    };
+  },
+};
+
+export default suite;

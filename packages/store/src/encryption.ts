@@ -1,0 +1,279 @@
+/**
+ * Encryption at rest: envelope encryption with a data key per tenant (AES-256-GCM from
+ * Node's `crypto`), each data key wrapped by a key-encryption key the user supplies (a
+ * `Keyring`). The front door seals values on their way to the driver and opens them on
+ * their way back (see `sealingSession`); drivers store an envelope where they stored the
+ * value and never see a key.
+ */
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createSecretKey,
+  hkdfSync,
+  type KeyObject,
+  randomBytes,
+  randomFillSync,
+} from 'node:crypto';
+import { CairnError, checkKeys, invalidArgument, type JsonValue, keysOf } from '@cairn/core';
+
+/**
+ * What wraps and unwraps data keys: a key-encryption key (KEK) kept outside the store, in
+ * a KMS or a secret the application holds. `context` names the tenant the data key is
+ * for; bind it (a KMS encryption context, AEAD associated data) so that a wrapped key
+ * copied to another tenant does not unwrap.
+ *
+ * @example
+ * ```ts
+ * // A KMS client fits the interface:
+ * const keyring: Keyring = {
+ *   keyId: 'arn:aws:kms:eu-west-1:111122223333:key/example',
+ *   wrap: async (dataKey, context) => kmsEncrypt(dataKey, { tenant: context }),
+ *   unwrap: async (wrapped, context) => kmsDecrypt(wrapped, { tenant: context }),
+ * };
+ * ```
+ */
+export interface Keyring {
+  /** The KEK `wrap` uses; recorded with every data key it wraps. */
+  readonly keyId: string;
+  /** The data key wrapped for `context`. */
+  wrap(dataKey: Uint8Array, context: string): Uint8Array | Promise<Uint8Array>;
+  /**
+   * The data key that `wrap(dataKey, context)` returned `wrapped` for, under the KEK
+   * `keyId` (the current one, or an older one the keyring still holds). Throws when it
+   * cannot: unknown KEK, wrong context, damaged bytes.
+   */
+  unwrap(wrapped: Uint8Array, context: string, keyId: string): Uint8Array | Promise<Uint8Array>;
+}
+
+/** The `encryption` option of a store: turns sealing on. */
+export interface EncryptionOptions {
+  /** Wraps each tenant's data key. */
+  keyring: Keyring;
+}
+
+const ENCRYPTION_KEYS = keysOf<EncryptionOptions>()(['keyring']);
+
+/** `encryption` as given to a store factory, checked. */
+export function checkEncryptionOptions(value: unknown): EncryptionOptions {
+  checkKeys(value, 'encryption', ENCRYPTION_KEYS);
+  const { keyring } = value as EncryptionOptions;
+  if (
+    typeof keyring !== 'object' ||
+    keyring === null ||
+    typeof keyring.wrap !== 'function' ||
+    typeof keyring.unwrap !== 'function' ||
+    typeof keyring.keyId !== 'string' ||
+    keyring.keyId.length === 0
+  )
+    throw invalidArgument(
+      'encryption.keyring must be { keyId, wrap(dataKey, context), unwrap(wrapped, context, keyId) }, e.g. localKeyring(secret)',
+    );
+  return { keyring };
+}
+
+/** A KEK of `localKeyring`: its id, derived from the key, and the key. */
+interface LocalKek {
+  id: string;
+  key: Buffer;
+}
+
+function localKek(secret: string | Uint8Array, label: string): LocalKek {
+  const bytes = typeof secret === 'string' ? Buffer.from(secret, 'utf8') : Buffer.from(secret);
+  if (bytes.length < 32)
+    throw invalidArgument(
+      `${label} must be at least 32 bytes (e.g. randomBytes(32).toString('base64')), got ${bytes.length}`,
+    );
+  const key = Buffer.from(hkdfSync('sha256', bytes, 'cairn', 'cairn local keyring v1', 32));
+  const id = `local:${createHash('sha256').update(key).digest('hex').slice(0, 16)}`;
+  return { id, key };
+}
+
+/**
+ * A keyring whose KEK is derived from a secret held by the application (at least 32
+ * bytes): for tests and single-node use. Its `keyId` is derived from the secret, so a
+ * store opened with another secret says so instead of failing obscurely. `previous`
+ * secrets still unwrap what they wrapped (for a rotation, see `Store.rotateDataKeys`).
+ *
+ * @example
+ * ```ts
+ * import { localKeyring } from '@cairn/store';
+ * const keyring = localKeyring(process.env.CAIRN_KEK!);
+ * ```
+ */
+export function localKeyring(
+  secret: string | Uint8Array,
+  options: { previous?: Array<string | Uint8Array> } = {},
+): Keyring {
+  checkKeys(options, 'localKeyring options', ['previous']);
+  const current = localKek(secret, 'the localKeyring secret');
+  const keks = new Map([[current.id, current]]);
+  for (const [i, s] of (options.previous ?? []).entries()) {
+    const k = localKek(s, `previous[${i}]`);
+    keks.set(k.id, k);
+  }
+  return {
+    keyId: current.id,
+    wrap(dataKey, context) {
+      return Buffer.from(aeadSeal(current.key, Buffer.from(dataKey), context));
+    },
+    unwrap(wrapped, context, keyId) {
+      const kek = keks.get(keyId);
+      if (!kek)
+        throw new CairnError(
+          'DECRYPTION_FAILED',
+          `data key wrapped by KEK ${JSON.stringify(keyId)}, which this keyring does not hold (it holds ${[...keks.keys()].map((k) => JSON.stringify(k)).join(', ')})`,
+          { details: { keyId } },
+        );
+      const opened = aeadOpen(kek.key, Buffer.from(wrapped), context);
+      if (!opened)
+        throw new CairnError('DECRYPTION_FAILED', 'a wrapped data key did not unwrap', {
+          details: { keyId, context },
+        });
+      return opened;
+    },
+  };
+}
+
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+/** Random bytes drawn 12 at a time for IVs: one call to the system's generator per 4 KB. */
+const ivPool = Buffer.alloc(IV_BYTES * 341);
+let ivAt = ivPool.length;
+
+/** A random 96-bit IV, valid until the next call. */
+function nextIv(): Buffer {
+  if (ivAt + IV_BYTES > ivPool.length) {
+    randomFillSync(ivPool);
+    ivAt = 0;
+  }
+  ivAt += IV_BYTES;
+  return ivPool.subarray(ivAt - IV_BYTES, ivAt);
+}
+
+/** `iv || ciphertext || tag` of `plain` under `key` (AES-256-GCM), bound to `aad`. */
+function aeadSeal(key: Uint8Array | KeyObject, plain: Buffer, aad: string): Buffer {
+  const iv = nextIv();
+  const c = createCipheriv('aes-256-gcm', key, iv);
+  c.setAAD(Buffer.from(aad, 'utf8'));
+  return Buffer.concat([iv, c.update(plain), c.final(), c.getAuthTag()]);
+}
+
+/** The plaintext of `aeadSeal`'s output, or null when it does not authenticate. */
+function aeadOpen(key: Uint8Array | KeyObject, sealed: Buffer, aad: string): Buffer | null {
+  if (sealed.length < IV_BYTES + TAG_BYTES) return null;
+  try {
+    const d = createDecipheriv('aes-256-gcm', key, sealed.subarray(0, IV_BYTES));
+    d.setAAD(Buffer.from(aad, 'utf8'));
+    d.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
+    const plain = d.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES));
+    // GCM gives everything from update; final only checks the tag (and throws).
+    d.final();
+    return plain;
+  } catch {
+    return null;
+  }
+}
+
+// ---------------------------------------------------------------- tenants and envelopes
+
+/**
+ * Whose data key seals a row: a thread's rows are their thread's `resourceId`'s, a
+ * memory's its `entityId`'s, else its `worldId`'s; rows with neither share the store's
+ * tenant (`kind: 'store'`, key `''`).
+ */
+export type TenantKind = 'resource' | 'entity' | 'world' | 'store';
+
+export interface Tenant {
+  kind: TenantKind;
+  key: string;
+}
+
+const TENANT_KINDS: readonly TenantKind[] = ['resource', 'entity', 'world', 'store'];
+
+export const STORE_TENANT: Tenant = { kind: 'store', key: '' };
+
+export const tenantName = (t: Tenant) => `${t.kind}:${t.key}`;
+
+/** The property that marks a sealed value: `{ "$cairnSealed": "v1.…" }`. */
+export const SEALED = '$cairnSealed';
+const VERSION = 'v1';
+
+/** A sealed value as stored: an object no caller's value is taken for by accident. */
+export type Envelope = { [SEALED]: string; text?: '' };
+
+/** Whether a stored value is an envelope (a sealed value), by its shape alone. */
+export function isEnvelope(value: unknown): value is Envelope {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const s = (value as Record<string, unknown>)[SEALED];
+  return typeof s === 'string' && s.startsWith(`${VERSION}.`);
+}
+
+const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64url');
+
+/**
+ * Seals `value` under the tenant's data key, bound to `identity` (the row's kind and ids)
+ * and the tenant: opened anywhere else (another row, another tenant) it fails.
+ */
+export function sealValue(
+  dataKey: KeyObject,
+  tenant: Tenant,
+  identity: readonly (string | number)[],
+  value: JsonValue,
+): string {
+  const sealed = aeadSeal(
+    dataKey,
+    Buffer.from(JSON.stringify(value), 'utf8'),
+    aad(identity, tenant),
+  );
+  return [VERSION, tenant.kind, b64(Buffer.from(tenant.key, 'utf8')), b64(sealed)].join('.');
+}
+
+/** An envelope's parts: the tenant it names and its sealed bytes (base64url). */
+export interface ParsedEnvelope {
+  tenant: Tenant;
+  /** The tenant's name (`tenantName`). */
+  name: string;
+  body: string;
+}
+
+/** The parts of an envelope's text, or null when it is not one this code wrote. */
+export function parseEnvelope(sealed: string): ParsedEnvelope | null {
+  const parts = sealed.split('.');
+  if (parts.length !== 4 || parts[0] !== VERSION) return null;
+  const kind = parts[1] as TenantKind;
+  if (!TENANT_KINDS.includes(kind)) return null;
+  const tenant = { kind, key: Buffer.from(parts[2]!, 'base64url').toString('utf8') };
+  return { tenant, name: tenantName(tenant), body: parts[3]! };
+}
+
+/** The value `sealValue` sealed, or undefined when it does not open with this key and identity. */
+export function openValue(
+  dataKey: KeyObject,
+  envelope: ParsedEnvelope,
+  identity: readonly (string | number)[],
+): JsonValue | undefined {
+  const sealed = Buffer.from(envelope.body, 'base64url');
+  const plain = aeadOpen(dataKey, sealed, aad(identity, envelope.tenant));
+  return plain === null ? undefined : (JSON.parse(plain.toString('utf8')) as JsonValue);
+}
+
+const aad = (identity: readonly (string | number)[], t: Tenant) =>
+  JSON.stringify(['cairn', VERSION, ...identity, t.kind, t.key]);
+
+/** The context a tenant's data key is wrapped for. */
+export const wrapContext = (t: Tenant) => `cairn data key ${tenantName(t)}`;
+
+/** A new random data key, its bytes (to wrap) and its key object (to seal with). */
+export function newDataKey(): { bytes: Buffer; key: KeyObject } {
+  const bytes = randomBytes(32);
+  return { bytes, key: createSecretKey(bytes) };
+}
+
+/** A data key's bytes as a key object: Node's ciphers set up faster from one. */
+export const dataKeyObject = (bytes: Uint8Array): KeyObject => {
+  if (bytes.length !== 32)
+    throw new CairnError('DECRYPTION_FAILED', `a data key must be 32 bytes, got ${bytes.length}`);
+  return createSecretKey(bytes);
+};

@@ -1,0 +1,508 @@
+/**
+ * The one place values are sealed and opened: a `DriverSession` wrapped by the front
+ * door, so that every driver stores an envelope where it stored the value (see
+ * `encryption.ts`) and hands it back to be opened here.
+ */
+
+import type { KeyObject } from 'node:crypto';
+import {
+  CairnError,
+  invalidArgument,
+  type JsonObject,
+  type JsonValue,
+  type Memory,
+  type MemoryContent,
+  type Message,
+  notFound,
+  type StateCommit,
+} from '@cairn/core';
+import type { DataKeyRow, DriverSession, StateCommitDraft, TombstoneKind } from './driver.js';
+import {
+  dataKeyObject,
+  type Envelope,
+  isEnvelope,
+  type Keyring,
+  newDataKey,
+  openValue,
+  parseEnvelope,
+  SEALED,
+  STORE_TENANT,
+  sealValue,
+  type Tenant,
+  tenantName,
+  wrapContext,
+} from './encryption.js';
+import { forgotten } from './failures.js';
+import type { MemoryFilter } from './store.js';
+
+/** Unwrapped data keys kept by a store, at most: the KEK is asked once per key while it stays. */
+const UNWRAPPED_CACHE = 10_000;
+
+/** A store's keyring and the data keys it unwrapped. */
+export class Sealer {
+  readonly #unwrapped = new Map<string, Promise<KeyObject>>();
+
+  constructor(readonly keyring: Keyring) {}
+
+  /** The data key of a stored row, unwrapped by the keyring (once per wrapped key). */
+  unwrap(row: DataKeyRow): Promise<KeyObject> {
+    const id = `${row.keyId}\u0000${row.wrapped}`;
+    let key = this.#unwrapped.get(id);
+    if (key) {
+      // Most recently used last: the first entry is the one to drop.
+      this.#unwrapped.delete(id);
+      this.#unwrapped.set(id, key);
+      return key;
+    }
+    const tenant = { kind: row.kind, key: row.key };
+    key = Promise.resolve()
+      .then(() =>
+        this.keyring.unwrap(Buffer.from(row.wrapped, 'base64'), wrapContext(tenant), row.keyId),
+      )
+      .then(
+        (k) => dataKeyObject(k),
+        (e: unknown) => {
+          this.#unwrapped.delete(id);
+          throw new CairnError(
+            'DECRYPTION_FAILED',
+            `the data key of ${tenantName(tenant)} did not unwrap with this keyring (KEK ${JSON.stringify(row.keyId)})`,
+            { cause: e, details: { tenant: tenantName(tenant), keyId: row.keyId } },
+          );
+        },
+      );
+    this.#unwrapped.set(id, key);
+    if (this.#unwrapped.size > UNWRAPPED_CACHE)
+      this.#unwrapped.delete(this.#unwrapped.keys().next().value!);
+    return key;
+  }
+
+  /** The row of a stored data key wrapped again by the keyring's current KEK. */
+  async rewrap(row: DataKeyRow): Promise<DataKeyRow> {
+    const key = (await this.unwrap(row)).export();
+    const wrapped = await this.keyring.wrap(key, wrapContext({ kind: row.kind, key: row.key }));
+    return { ...row, keyId: this.keyring.keyId, wrapped: Buffer.from(wrapped).toString('base64') };
+  }
+
+  /** A new data key for the tenant and its row, wrapped by the keyring's current KEK. */
+  async create(tenant: Tenant, now: number): Promise<{ key: KeyObject; row: DataKeyRow }> {
+    const { bytes, key } = newDataKey();
+    const wrapped = Buffer.from(await this.keyring.wrap(bytes, wrapContext(tenant)));
+    const row = {
+      ...tenant,
+      keyId: this.keyring.keyId,
+      wrapped: wrapped.toString('base64'),
+      createdAt: now,
+    };
+    return { key, row };
+  }
+}
+
+/** The tenant whose data key seals a thread's rows. */
+export const threadTenant = (resourceId: string | null): Tenant =>
+  resourceId === null ? STORE_TENANT : { kind: 'resource', key: resourceId };
+
+/** The tenant whose data key seals a memory. */
+export const memoryTenant = (m: Pick<Memory, 'entityId' | 'worldId'>): Tenant =>
+  m.entityId !== null
+    ? { kind: 'entity', key: m.entityId }
+    : m.worldId !== null
+      ? { kind: 'world', key: m.worldId }
+      : STORE_TENANT;
+
+/** `DECRYPTION_FAILED` for a stored value that does not open. */
+function undecryptable(what: string, id: string, why: string, details = {}): CairnError {
+  return new CairnError('DECRYPTION_FAILED', `${what} ${JSON.stringify(id)} ${why}`, {
+    details: { kind: what, id, ...details },
+  });
+}
+
+/** `INVALID_ARGUMENT`: what a store that seals memory text cannot do. */
+export function sealedRefusal(what: string): CairnError {
+  return invalidArgument(
+    `${what} on a store with encryption: memory text, metadata and vectors are sealed, and the store keeps no index of them`,
+    { encryption: true },
+  );
+}
+
+/** Why a row's value was refused: a plaintext value where a sealed one is expected. */
+const NOT_SEALED =
+  'is not sealed: this store seals every value it writes, and refuses one written around it';
+/** Why a row's value was refused by a store opened without a keyring. */
+const NO_KEYRING = 'is sealed: open the store with encryption: { keyring }';
+const DID_NOT_OPEN =
+  'did not open: it was edited, or moved from another row or tenant, or sealed by another key';
+
+/**
+ * A session that seals values before the driver writes them and opens them after it
+ * reads them (with a `Sealer`), or, without one, refuses sealed values it reads (a store
+ * opened without its keyring). Other calls pass through.
+ */
+export function sealingSession(
+  s: DriverSession,
+  sealer: Sealer | null,
+  now: () => number,
+): DriverSession {
+  const over = sealer ? new SealedCalls(s, sealer, now) : new PlainCalls(s);
+  const bound = new Map<PropertyKey, unknown>();
+  return new Proxy(s, {
+    get(target, prop) {
+      let f = bound.get(prop);
+      if (f !== undefined) return f;
+      const own = (target as unknown as Record<PropertyKey, unknown>)[prop];
+      // An optional method the driver does not have stays absent.
+      if (typeof own !== 'function') return own;
+      const mine = (over as unknown as Record<PropertyKey, unknown>)[prop];
+      f = typeof mine === 'function' && prop !== 'constructor' ? mine.bind(over) : own.bind(target);
+      bound.set(prop, f);
+      return f;
+    },
+  });
+}
+
+/** What a store opened without a keyring does: refuses every sealed value it reads. */
+class PlainCalls {
+  constructor(readonly s: DriverSession) {}
+
+  #message(m: Message | null): Message | null {
+    if (m && isEnvelope(m.data)) throw undecryptable('message', m.id, NO_KEYRING);
+    return m;
+  }
+  #commit(c: StateCommit | null): StateCommit | null {
+    if (c && (isEnvelope(c.update) || isEnvelope(c.snapshot)))
+      throw undecryptable('state commit', `${c.branchId}@${c.version}`, NO_KEYRING);
+    return c;
+  }
+  #memory(m: Memory | null): Memory | null {
+    if (m && (isEnvelope(m.content) || isEnvelope(m.metadata)))
+      throw undecryptable('memory', m.id, NO_KEYRING);
+    return m;
+  }
+
+  async getMessage(id: string) {
+    return this.#message(await this.s.getMessage(id));
+  }
+  async listMessages(threadId: string) {
+    return (await this.s.listMessages(threadId)).map((m) => this.#message(m)!);
+  }
+  async getChain(headId: string, minDepth: number, maxDepth: number) {
+    return (await this.s.getChain(headId, minDepth, maxDepth)).map((m) => this.#message(m)!);
+  }
+  async getStateCommits(branchId: string, from: number, to: number) {
+    return (await this.s.getStateCommits(branchId, from, to)).map((c) => this.#commit(c)!);
+  }
+  async getLatestStateCommit(...a: Parameters<DriverSession['getLatestStateCommit']>) {
+    return this.#commit(await this.s.getLatestStateCommit(...a));
+  }
+  async getMemory(id: string) {
+    return this.#memory(await this.s.getMemory(id));
+  }
+  async listMemories(...a: Parameters<DriverSession['listMemories']>) {
+    return (await this.s.listMemories(...a)).map((m) => this.#memory(m)!);
+  }
+  async scanMemories(after: string | null, limit: number) {
+    return (await this.s.scanMemories(after, limit)).map((m) => this.#memory(m)!);
+  }
+  async vectorCandidates(...a: Parameters<DriverSession['vectorCandidates']>) {
+    const rows = await this.s.vectorCandidates(...a);
+    for (const r of rows) this.#memory(r.memory);
+    return rows;
+  }
+  async keywordCandidates(...a: Parameters<DriverSession['keywordCandidates']>) {
+    const rows = await this.s.keywordCandidates(...a);
+    for (const r of rows) this.#memory(r.memory);
+    return rows;
+  }
+}
+
+/** What a store with a keyring does: seals on the way in, opens on the way out. */
+class SealedCalls {
+  /** Data keys this session found or made, by tenant name. */
+  readonly #keys = new Map<string, KeyObject>();
+  /** Tenants of the threads this session looked up. */
+  readonly #threads = new Map<string, Tenant>();
+
+  constructor(
+    readonly s: DriverSession,
+    readonly sealer: Sealer,
+    readonly now: () => number,
+  ) {}
+
+  // ------------------------------------------------------------ keys
+
+  /**
+   * The tenant's data key: stored, or (with `create`) made and stored in this session.
+   * `DECRYPTION_FAILED` when it has none to read with (never made, or destroyed).
+   */
+  async #dataKey(tenant: Tenant, create: boolean): Promise<KeyObject> {
+    const name = tenantName(tenant);
+    const known = this.#keys.get(name);
+    if (known) return known;
+    let [row] = await this.s.getDataKeys([tenant]);
+    if (!row) {
+      if (!create)
+        throw new CairnError(
+          'DECRYPTION_FAILED',
+          `the data key of ${name} is gone (destroyed by forget, or never stored): its data cannot be read`,
+          { details: { tenant: name } },
+        );
+      if (tenant.kind !== 'store') {
+        // A forgotten subject gets no new key: its late writes are refused.
+        const subject = { kind: tenant.kind as TombstoneKind, key: tenant.key };
+        if (this.s.lockSubjects) await this.s.lockSubjects([subject], false);
+        const [t] = await this.s.findTombstones([subject]);
+        if (t) throw forgotten(t);
+      }
+      const made = await this.sealer.create(tenant, this.now());
+      if (await this.s.insertDataKey(made.row)) {
+        this.#keys.set(name, made.key);
+        return made.key;
+      }
+      // Another session stored the tenant's first key meanwhile: use that one.
+      [row] = await this.s.getDataKeys([tenant]);
+      if (!row) throw new CairnError('CONFLICT', `the data key of ${name} changed meanwhile`);
+    }
+    const key = await this.sealer.unwrap(row);
+    this.#keys.set(name, key);
+    return key;
+  }
+
+  async #threadTenant(threadId: string): Promise<Tenant> {
+    let t = this.#threads.get(threadId);
+    if (!t) {
+      const thread = await this.s.getThread(threadId);
+      if (!thread) throw notFound('thread', threadId);
+      t = threadTenant(thread.resourceId);
+      this.#threads.set(threadId, t);
+    }
+    return t;
+  }
+
+  async #seal(
+    tenant: Tenant,
+    identity: readonly (string | number)[],
+    value: JsonValue,
+  ): Promise<Envelope> {
+    const key = await this.#dataKey(tenant, true);
+    return { [SEALED]: sealValue(key, tenant, identity, value) };
+  }
+
+  /**
+   * Finds the data keys of the tenants these stored values name, so that `#open` needs no
+   * wait: one lookup per tenant, not per row. A value that names none is left to `#open`.
+   */
+  async #keysFor(values: unknown[]): Promise<void> {
+    let last = '';
+    for (const v of values) {
+      if (!isEnvelope(v)) continue;
+      const e = parseEnvelope(v[SEALED]);
+      if (!e || e.name === last) continue;
+      last = e.name;
+      if (!this.#keys.has(e.name)) await this.#dataKey(e.tenant, false);
+    }
+  }
+
+  /**
+   * The sealed value, opened, once `#keysFor` found its key; `expected` is the tenant the
+   * row says it is of, when it says.
+   */
+  #open(
+    what: string,
+    id: string,
+    identity: readonly (string | number)[],
+    stored: unknown,
+    expected?: Tenant,
+  ): JsonValue {
+    if (!isEnvelope(stored)) throw undecryptable(what, id, NOT_SEALED);
+    const e = parseEnvelope(stored[SEALED]);
+    if (!e) throw undecryptable(what, id, DID_NOT_OPEN);
+    if (expected && tenantName(expected) !== e.name)
+      throw undecryptable(what, id, DID_NOT_OPEN, { tenant: tenantName(expected) });
+    const key = this.#keys.get(e.name);
+    const value = key && openValue(key, e, identity);
+    if (value === undefined) throw undecryptable(what, id, DID_NOT_OPEN, { tenant: e.name });
+    return value;
+  }
+
+  // ------------------------------------------------------------ messages
+
+  async #sealMessages(messages: Message[]): Promise<Message[]> {
+    const tenants = new Map<string, { tenant: Tenant; key: KeyObject }>();
+    for (const threadId of new Set(messages.map((m) => m.threadId))) {
+      const tenant = await this.#threadTenant(threadId);
+      tenants.set(threadId, { tenant, key: await this.#dataKey(tenant, true) });
+    }
+    return messages.map((m) => {
+      const { tenant, key } = tenants.get(m.threadId)!;
+      return { ...m, data: { [SEALED]: sealValue(key, tenant, messageIdentity(m), m.data) } };
+    });
+  }
+  async #openMessages(ms: Message[]): Promise<Message[]> {
+    await this.#keysFor(ms.map((m) => m.data));
+    for (const m of ms) m.data = this.#open('message', m.id, messageIdentity(m), m.data);
+    return ms;
+  }
+
+  async insertMessages(...[messages, jumps]: Parameters<DriverSession['insertMessages']>) {
+    return this.s.insertMessages(await this.#sealMessages(messages), jumps);
+  }
+  async insertMessagesMovingHead(
+    ...[messages, ...rest]: Parameters<NonNullable<DriverSession['insertMessagesMovingHead']>>
+  ) {
+    return this.s.insertMessagesMovingHead!(await this.#sealMessages(messages), ...rest);
+  }
+  async getMessage(id: string) {
+    const m = await this.s.getMessage(id);
+    return m && (await this.#openMessages([m]))[0]!;
+  }
+  async listMessages(threadId: string) {
+    return this.#openMessages(await this.s.listMessages(threadId));
+  }
+  async getChain(headId: string, minDepth: number, maxDepth: number) {
+    return this.#openMessages(await this.s.getChain(headId, minDepth, maxDepth));
+  }
+
+  // ------------------------------------------------------------ state
+
+  async #sealCommit<C extends StateCommitDraft>(c: C, threadId: string, version: number) {
+    const tenant = await this.#threadTenant(threadId);
+    const id = [threadId, c.branchId, version];
+    return {
+      ...c,
+      update: (await this.#seal(tenant, ['state.update', ...id], c.update)) as JsonObject,
+      snapshot:
+        c.snapshot === null
+          ? null
+          : ((await this.#seal(tenant, ['state.snapshot', ...id], c.snapshot)) as JsonObject),
+    };
+  }
+  async #openCommits(cs: StateCommit[]): Promise<StateCommit[]> {
+    await this.#keysFor(cs.flatMap((c) => [c.update, c.snapshot]));
+    for (const c of cs) {
+      const id = [c.threadId, c.branchId, c.version];
+      const label = `${c.branchId}@${c.version}`;
+      c.update = this.#open('state commit', label, ['state.update', ...id], c.update) as JsonObject;
+      if (c.snapshot !== null)
+        c.snapshot = this.#open(
+          'state commit',
+          label,
+          ['state.snapshot', ...id],
+          c.snapshot,
+        ) as JsonObject;
+    }
+    return cs;
+  }
+
+  async appendStateCommit(draft: StateCommitDraft, expectedVersion: number) {
+    const b = await this.s.getBranchById(draft.branchId);
+    // No branch: the driver writes nothing and says so.
+    if (!b) return null;
+    const sealed = await this.#sealCommit(draft, b.threadId, expectedVersion + 1);
+    const saved = await this.s.appendStateCommit!(sealed, expectedVersion);
+    return saved && { ...saved, update: draft.update, snapshot: draft.snapshot };
+  }
+  async insertStateCommit(commit: StateCommit) {
+    return this.s.insertStateCommit!(
+      await this.#sealCommit(commit, commit.threadId, commit.version),
+    );
+  }
+  async getStateCommits(branchId: string, from: number, to: number) {
+    return this.#openCommits(await this.s.getStateCommits(branchId, from, to));
+  }
+  async getLatestStateCommit(...a: Parameters<DriverSession['getLatestStateCommit']>) {
+    const c = await this.s.getLatestStateCommit(...a);
+    return c && (await this.#openCommits([c]))[0]!;
+  }
+
+  // ------------------------------------------------------------ memories
+
+  async #sealMemory(m: Memory): Promise<Memory> {
+    if (m.embedding !== null) throw sealedRefusal('a memory with an embedding');
+    const tenant = memoryTenant(m);
+    const content = await this.#seal(tenant, ['memory.content', m.id], m.content);
+    // `text` stays empty: drivers index it for keyword search.
+    return {
+      ...m,
+      content: { ...content, text: '' } as unknown as MemoryContent,
+      metadata: (await this.#seal(tenant, ['memory.metadata', m.id], m.metadata)) as JsonObject,
+    };
+  }
+  async #openMemories(ms: Memory[]): Promise<Memory[]> {
+    await this.#keysFor(ms.flatMap((m) => [m.content, m.metadata]));
+    for (const m of ms) {
+      const tenant = memoryTenant(m);
+      const { text, ...sealed } = m.content as unknown as Record<string, unknown>;
+      if (text !== '') throw undecryptable('memory', m.id, NOT_SEALED);
+      m.content = this.#open(
+        'memory',
+        m.id,
+        ['memory.content', m.id],
+        sealed,
+        tenant,
+      ) as MemoryContent;
+      m.metadata = this.#open(
+        'memory',
+        m.id,
+        ['memory.metadata', m.id],
+        m.metadata,
+        tenant,
+      ) as JsonObject;
+    }
+    return ms;
+  }
+  #filter(filter: MemoryFilter): void {
+    if (filter.metadataPrefix !== undefined) throw sealedRefusal('a metadataPrefix filter');
+  }
+
+  async insertMemories(memories: Memory[]) {
+    const sealed: Memory[] = [];
+    for (const m of memories) sealed.push(await this.#sealMemory(m));
+    const stored = await this.s.insertMemories(sealed);
+    return stored.map((m, i) => ({
+      ...m,
+      content: memories[i]!.content,
+      metadata: memories[i]!.metadata,
+    }));
+  }
+  async replaceMemory(memory: Memory) {
+    const stored = await this.s.replaceMemory(await this.#sealMemory(memory));
+    return { ...stored, content: memory.content, metadata: memory.metadata };
+  }
+  async getMemory(id: string) {
+    const m = await this.s.getMemory(id);
+    return m && (await this.#openMemories([m]))[0]!;
+  }
+  async listMemories(...a: Parameters<DriverSession['listMemories']>) {
+    this.#filter(a[0]);
+    return this.#openMemories(await this.s.listMemories(...a));
+  }
+  async countMemories(filter: MemoryFilter) {
+    this.#filter(filter);
+    return this.s.countMemories(filter);
+  }
+  async scanMemories(after: string | null, limit: number) {
+    return this.#openMemories(await this.s.scanMemories(after, limit));
+  }
+  vectorCandidates(): never {
+    throw sealedRefusal('vector search');
+  }
+  keywordCandidates(): never {
+    throw sealedRefusal('keyword search');
+  }
+  putCachedEmbeddings(): never {
+    throw sealedRefusal('caching embeddings');
+  }
+
+  // ------------------------------------------------------------ session
+
+  async savepoint<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await this.s.savepoint(fn);
+    } catch (e) {
+      // A data key stored under the savepoint is gone with it.
+      this.#keys.clear();
+      throw e;
+    }
+  }
+}
+
+const messageIdentity = (m: Message) => ['message', m.threadId, m.id];
