@@ -158,6 +158,14 @@ export interface MemorySource {
   threadId: string;
   branchId?: string;
   messageIds: string[];
+  /**
+   * Branch-scoped (opt-in): the memory is seen only from a branch of `threadId` whose chain
+   * holds its last message (`messageIds`, in chain order, the last the one it was learned
+   * at): the branch it was written on and the branches forked after that message, not a
+   * branch forked before it nor one rewound past it, and not from another thread or from
+   * no branch (see `MemoryFilter.visibleFrom`). The messages must be stored, on one chain.
+   */
+  branchScoped?: boolean;
 }
 
 /**

@@ -7,6 +7,7 @@
  */
 export type {
   Driver,
+  DriverMemoryFilter,
   DriverSession,
   KeywordCandidate,
   LatestCommitConditions,
@@ -28,6 +29,7 @@ export { type CreateStoreOptions, createStore } from './front-door.js';
 export { memoryDriver } from './memory-driver.js';
 export {
   BM25,
+  branchAnchor,
   cosineSimilarity,
   holdsAt,
   keywordTokens,

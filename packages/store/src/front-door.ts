@@ -18,11 +18,18 @@ import {
   type Thread,
   type Turn,
 } from '@cairn/core';
-import type { Driver, DriverSession, StateCommitDraft, Tombstone, TombstoneKey } from './driver.js';
+import type {
+  Driver,
+  DriverMemoryFilter,
+  DriverSession,
+  StateCommitDraft,
+  Tombstone,
+  TombstoneKey,
+} from './driver.js';
 import { type Change, ChangeEmitter } from './emitter.js';
 import { asCairnError } from './failures.js';
 import { Gate } from './gate.js';
-import { cosineSimilarity, searchTerms } from './memory-search.js';
+import { branchAnchor, cosineSimilarity, searchTerms } from './memory-search.js';
 import type {
   AcquiredLease,
   AcquireLeaseInput,
@@ -501,6 +508,77 @@ async function forgetMemories(s: DriverSession, filter: MemoryFilter): Promise<F
   const unused = hashes.filter((h) => !inUse.has(h));
   if (unused.length > 0) page.cachedEmbeddings = await s.deleteCachedEmbeddings(unused);
   return page;
+}
+
+/**
+ * Checks the sources of the branch-scoped memories among `memories` (labelled by
+ * `label(i)`): their thread exists and their messages are stored messages of it, on one
+ * chain that ends at the last (the memory's anchor, see `branchAnchor`).
+ */
+async function checkBranchSources(
+  s: DriverSession,
+  memories: readonly Memory[],
+  label: (i: number) => string,
+): Promise<void> {
+  const scoped = memories.flatMap((m, i) =>
+    branchAnchor(m) === null ? [] : [{ source: m.source!, at: label(i) }],
+  );
+  if (scoped.length === 0) return;
+  const lookup = await s.lookupMessageBatch({
+    threadIds: [...new Set(scoped.map((m) => m.source.threadId))],
+    messageIds: [...new Set(scoped.flatMap((m) => m.source.messageIds))],
+  });
+  for (const { source, at } of scoped) {
+    const { threadId, messageIds } = source;
+    if (!lookup.threadIds.has(threadId)) throw notFound('thread', threadId, { field: at });
+    for (const id of messageIds) {
+      const link = lookup.messages.get(id);
+      if (!link) throw notFound('message', id, { field: at });
+      if (link.threadId !== threadId)
+        throw invalidArgument(
+          `${at}: message ${show(id)} belongs to thread ${show(link.threadId)}, not ${show(threadId)}`,
+          { field: `${at}.messageIds`, id, threadId: link.threadId },
+        );
+    }
+    const anchor = messageIds.at(-1)!;
+    const top = lookup.messages.get(anchor)!.depth;
+    const depths = messageIds.map((id) => lookup.messages.get(id)!.depth);
+    const chain = messageIds.length === 1 ? [] : await s.getChain(anchor, Math.min(...depths), top);
+    const onChain = new Set([anchor, ...chain.map((m) => m.id)]);
+    const off = messageIds.find((id) => !onChain.has(id));
+    if (off !== undefined)
+      throw invalidArgument(
+        `${at}: message ${show(off)} is not on the chain of ${show(anchor)}: a branch-scoped memory names messages of one chain, in order, the last the one it was learned at`,
+        { field: `${at}.messageIds`, id: off, anchor },
+      );
+  }
+}
+
+/**
+ * The filter as a driver takes it: `visibleFrom` resolved to the anchors of the branch-
+ * scoped memories it sees (`visibleAnchors`), those on the chain of the viewing branch's
+ * head. The work follows the thread's branch-scoped memories and the depths they span,
+ * never the number of memories in the store.
+ */
+async function driverFilter(s: DriverSession, filter: MemoryFilter): Promise<DriverMemoryFilter> {
+  const { visibleFrom, ...rest } = filter;
+  if (visibleFrom === undefined) return rest;
+  if (visibleFrom === null) return { ...rest, visibleAnchors: [] };
+  const { threadId, branchId } = visibleFrom;
+  const branch =
+    branchId === undefined ? await s.getActiveBranch(threadId) : await s.getBranchById(branchId);
+  if (!branch || branch.threadId !== threadId) {
+    if (!(await s.getThread(threadId))) throw notFound('thread', threadId);
+    if (branchId !== undefined) throw notFound('branch', branchId, { threadId });
+  }
+  const head = branch?.headMessageId ? await s.getMessage(branch.headMessageId) : null;
+  if (!head) return { ...rest, visibleAnchors: [] };
+  const anchors = await s.branchAnchors(threadId, head.depth);
+  if (anchors.length === 0) return { ...rest, visibleAnchors: [] };
+  const depths = anchors.map((a) => a.depth);
+  const chain = await s.getChain(head.id, Math.min(...depths), Math.max(...depths));
+  const onChain = new Set(chain.map((m) => m.id));
+  return { ...rest, visibleAnchors: anchors.filter((a) => onChain.has(a.id)).map((a) => a.id) };
 }
 
 /** The session of a running `transaction(fn)`: its driver session and what it changed. */
@@ -1204,6 +1282,7 @@ class FrontDoor implements Store {
       const taken = new Set(await s.takenMemoryIds(batch.map((m) => m.id)));
       const first = batch.find((m) => taken.has(m.id));
       if (first) throw conflict(`memory id ${show(first.id)} is already used`, { id: first.id });
+      await checkBranchSources(s, batch, (i) => `memories[${i}].source`);
       const i = batch.findIndex((m) => m.embedding !== null);
       if (i >= 0) await this.#fitVector(s, batch[i]!.embedding!, `memories[${i}].embedding`);
       return s.insertMemories(batch);
@@ -1244,6 +1323,7 @@ class FrontDoor implements Store {
         throw conflict(`memory id ${show(plan.memory.id)} is already used`, {
           id: plan.memory.id,
         });
+      if (version.source) await checkBranchSources(s, [plan.memory], () => 'source');
       if (plan.memory.embedding) await this.#fitVector(s, plan.memory.embedding, 'embedding');
       // A concurrent session may have superseded it since the read: decide again on what is stored.
       if (!(await s.closeMemory(id, plan.closed.validTo!, plan.closed.supersededAt!))) {
@@ -1266,19 +1346,20 @@ class FrontDoor implements Store {
     this.#open();
     const f = checkMemoryFilter(filter, 'listMemories');
     const { limit, order } = checkListMemoriesOptions(options);
-    return this.#read(async (s) => s.listMemories(f, limit, order));
+    return this.#read(async (s) => s.listMemories(await driverFilter(s, f), limit, order));
   }
 
   async countMemories(filter?: MemoryFilter): Promise<number> {
     this.#open();
     const f = checkMemoryFilter(filter, 'countMemories');
-    return this.#read(async (s) => s.countMemories(f));
+    return this.#read(async (s) => s.countMemories(await driverFilter(s, f)));
   }
 
   async searchMemories(search: MemorySearch): Promise<MemoryHit[]> {
     this.#open();
     const q = checkMemorySearch(search);
     return this.#read(async (s) => {
+      const filter = await driverFilter(s, q.filter);
       if (q.vector) {
         const vector = q.vector;
         const space = await s.getEmbeddingSpace();
@@ -1286,7 +1367,7 @@ class FrontDoor implements Store {
         checkVectorWidth(space, vector, 'vector');
         const candidates = await s.vectorCandidates({
           vector,
-          filter: q.filter,
+          filter,
           count: q.limit + RESCORE_MARGIN,
           ...(q.threshold === undefined ? {} : { minSimilarity: q.threshold - THRESHOLD_SLACK }),
         });
@@ -1301,7 +1382,7 @@ class FrontDoor implements Store {
       }
       const terms = searchTerms(q.text!);
       if (terms.length === 0) return [];
-      const candidates = await s.keywordCandidates({ terms, filter: q.filter, count: q.limit });
+      const candidates = await s.keywordCandidates({ terms, filter, count: q.limit });
       // Scores relative to the best hit, in (0, 1]: comparable across stores.
       const best = candidates.reduce((m, c) => Math.max(m, c.relevance), 0);
       return candidates
