@@ -844,10 +844,15 @@ export class PostgresSession implements DriverSession {
     threadId: string,
     maxDepth: number,
   ): Promise<Array<{ id: string; depth: number }>> {
+    // Each anchor's depth by its key, one lookup per memory: a join could be planned as a
+    // scan of the thread's messages.
     const rows = await this.#rows(
-      `SELECT DISTINCT x.id, x.depth FROM ${this.#s}.memories m
-         JOIN ${this.#s}.messages x ON x.id = m.branch_message_id
-        WHERE m.branch_thread_id = $1 AND x.thread_id = $1 AND x.depth <= $2`,
+      `SELECT a.id, a.depth FROM (
+         SELECT DISTINCT m.branch_message_id AS id,
+           (SELECT x.depth FROM ${this.#s}.messages x
+             WHERE x.id = m.branch_message_id AND x.thread_id = $1) AS depth
+           FROM ${this.#s}.memories m WHERE m.branch_thread_id = $1) a
+        WHERE a.depth <= $2`,
       [threadId, maxDepth],
     );
     return rows.map((r) => ({ id: r.id as string, depth: Number(r.depth) }));
