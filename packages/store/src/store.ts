@@ -285,7 +285,13 @@ export interface MemoryFilter {
    * await store.searchMemories({ text: 'city', filter: { visibleFrom: { threadId, branchId } } });
    * ```
    */
-  visibleFrom?: { threadId: string; branchId?: string } | null;
+  visibleFrom?: BranchView | null;
+}
+
+/** A point in a conversation: a thread and one of its branches (default: its active branch). */
+export interface BranchView {
+  threadId: string;
+  branchId?: string;
 }
 
 export interface ListMemoriesOptions {
