@@ -163,7 +163,9 @@ export interface MemorySource {
    * holds its last message (`messageIds`, in chain order, the last the one it was learned
    * at): the branch it was written on and the branches forked after that message, not a
    * branch forked before it nor one rewound past it, and not from another thread or from
-   * no branch (see `MemoryFilter.visibleFrom`). The messages must be stored, on one chain.
+   * no branch (see `MemoryFilter.visibleFrom`). Kept as given, like the rest of the source:
+   * while its last message is not stored (its thread deleted, or not copied yet) it is
+   * seen from no branch.
    */
   branchScoped?: boolean;
 }

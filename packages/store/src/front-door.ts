@@ -29,7 +29,7 @@ import type {
 import { type Change, ChangeEmitter } from './emitter.js';
 import { asCairnError } from './failures.js';
 import { Gate } from './gate.js';
-import { branchAnchor, cosineSimilarity, searchTerms } from './memory-search.js';
+import { cosineSimilarity, searchTerms } from './memory-search.js';
 import type {
   AcquiredLease,
   AcquireLeaseInput,
@@ -508,50 +508,6 @@ async function forgetMemories(s: DriverSession, filter: MemoryFilter): Promise<F
   const unused = hashes.filter((h) => !inUse.has(h));
   if (unused.length > 0) page.cachedEmbeddings = await s.deleteCachedEmbeddings(unused);
   return page;
-}
-
-/**
- * Checks the sources of the branch-scoped memories among `memories` (labelled by
- * `label(i)`): their thread exists and their messages are stored messages of it, on one
- * chain that ends at the last (the memory's anchor, see `branchAnchor`).
- */
-async function checkBranchSources(
-  s: DriverSession,
-  memories: readonly Memory[],
-  label: (i: number) => string,
-): Promise<void> {
-  const scoped = memories.flatMap((m, i) =>
-    branchAnchor(m) === null ? [] : [{ source: m.source!, at: label(i) }],
-  );
-  if (scoped.length === 0) return;
-  const lookup = await s.lookupMessageBatch({
-    threadIds: [...new Set(scoped.map((m) => m.source.threadId))],
-    messageIds: [...new Set(scoped.flatMap((m) => m.source.messageIds))],
-  });
-  for (const { source, at } of scoped) {
-    const { threadId, messageIds } = source;
-    if (!lookup.threadIds.has(threadId)) throw notFound('thread', threadId, { field: at });
-    for (const id of messageIds) {
-      const link = lookup.messages.get(id);
-      if (!link) throw notFound('message', id, { field: at });
-      if (link.threadId !== threadId)
-        throw invalidArgument(
-          `${at}: message ${show(id)} belongs to thread ${show(link.threadId)}, not ${show(threadId)}`,
-          { field: `${at}.messageIds`, id, threadId: link.threadId },
-        );
-    }
-    const anchor = messageIds.at(-1)!;
-    const top = lookup.messages.get(anchor)!.depth;
-    const depths = messageIds.map((id) => lookup.messages.get(id)!.depth);
-    const chain = messageIds.length === 1 ? [] : await s.getChain(anchor, Math.min(...depths), top);
-    const onChain = new Set([anchor, ...chain.map((m) => m.id)]);
-    const off = messageIds.find((id) => !onChain.has(id));
-    if (off !== undefined)
-      throw invalidArgument(
-        `${at}: message ${show(off)} is not on the chain of ${show(anchor)}: a branch-scoped memory names messages of one chain, in order, the last the one it was learned at`,
-        { field: `${at}.messageIds`, id: off, anchor },
-      );
-  }
 }
 
 /**
@@ -1282,7 +1238,6 @@ class FrontDoor implements Store {
       const taken = new Set(await s.takenMemoryIds(batch.map((m) => m.id)));
       const first = batch.find((m) => taken.has(m.id));
       if (first) throw conflict(`memory id ${show(first.id)} is already used`, { id: first.id });
-      await checkBranchSources(s, batch, (i) => `memories[${i}].source`);
       const i = batch.findIndex((m) => m.embedding !== null);
       if (i >= 0) await this.#fitVector(s, batch[i]!.embedding!, `memories[${i}].embedding`);
       return s.insertMemories(batch);
@@ -1323,7 +1278,6 @@ class FrontDoor implements Store {
         throw conflict(`memory id ${show(plan.memory.id)} is already used`, {
           id: plan.memory.id,
         });
-      if (version.source) await checkBranchSources(s, [plan.memory], () => 'source');
       if (plan.memory.embedding) await this.#fitVector(s, plan.memory.embedding, 'embedding');
       // A concurrent session may have superseded it since the read: decide again on what is stored.
       if (!(await s.closeMemory(id, plan.closed.validTo!, plan.closed.supersededAt!))) {
