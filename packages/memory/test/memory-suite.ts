@@ -20,7 +20,14 @@ import {
   type RecallMode,
   type RememberInput,
 } from '../src/index.js';
-import { conceptEmbedder, countingEmbedder, failingEmbedder, rejects, rng } from './helpers.js';
+import {
+  conceptEmbedder,
+  countingEmbedder,
+  factScript,
+  failingEmbedder,
+  rejects,
+  rng,
+} from './helpers.js';
 
 export interface StoreFactory {
   /** A fresh, empty store. */
@@ -859,6 +866,42 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
         source: { threadId: thread.id, messageIds: [e[0]!.id], branchScoped: true },
       });
       expect(again.id).not.toBe(facts[0]!.id);
+    });
+
+    it('a script of facts with five dated revisions each: the current value ranks first, asOf finds the value of a sampled day', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a' });
+      // The issue's script is 1,000 facts; bench/ (memory-facts) runs it at that size.
+      const script = factScript(Number(process.env.CAIRN_FACTS ?? 40), 5);
+      for (const fact of script) {
+        const [first, ...later] = fact.revisions;
+        let m = await memory.remember({ text: first!.text, validFrom: first!.validFrom });
+        for (const rev of later)
+          m = await memory.supersede(m.id, { text: rev.text, validFrom: rev.validFrom });
+      }
+      const r = rng(5);
+      const top = async (name: string, asOf?: number) =>
+        (
+          await memory.recall(`Where does ${name} live?`, {
+            limit: 1,
+            ...(asOf === undefined ? {} : { asOf: { validAt: asOf } }),
+          })
+        )[0]?.memory.content.text;
+      const wrong: string[] = [];
+      for (const { name, revisions } of script) {
+        const now = await top(name);
+        if (now !== revisions.at(-1)!.text) wrong.push(`now: ${name} -> ${now}`);
+        // A day inside one of the past revisions, and the first instant of the next one.
+        const k = r.int(revisions.length - 1);
+        const { validFrom } = revisions[k]!;
+        const day = validFrom + r.int(revisions[k + 1]!.validFrom - validFrom);
+        const then = await top(name, day);
+        if (then !== revisions[k]!.text) wrong.push(`${day}: ${name} -> ${then}`);
+        const next = await top(name, revisions[k + 1]!.validFrom);
+        if (next !== revisions[k + 1]!.text) wrong.push(`${day}+: ${name} -> ${next}`);
+      }
+      expect(wrong).toEqual([]);
+      expect(await store.countMemories()).toBe(script.length * 5);
     });
 
     it('remembers an old value again as a new memory once it was superseded', async () => {
