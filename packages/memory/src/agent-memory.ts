@@ -17,10 +17,10 @@ import {
   type Viewer,
 } from '@cairn/core';
 import {
+  type BranchView,
   contentHash,
   cosineSimilarity,
   MAX_MEMORY_TEXT_LENGTH,
-  type BranchView,
   type MemoryFilter,
   type MemoryHit,
   type NewMemory,
