@@ -510,11 +510,30 @@ async function forgetMemories(s: DriverSession, filter: MemoryFilter): Promise<F
   return page;
 }
 
+/** Anchor depths at most this far apart are checked by one chain read (see `depthRanges`). */
+const ANCHOR_GAP = 16;
+
+/**
+ * The distinct `depths` as ranges `[min, max]`, deepest first, a new range wherever two
+ * depths are more than `gap` apart: reading the chain over these ranges costs at most
+ * `gap` rows per depth, however long the chain between them.
+ */
+function depthRanges(depths: readonly number[], gap: number): Array<[number, number]> {
+  const ranges: Array<[number, number]> = [];
+  for (const d of [...new Set(depths)].sort((a, b) => b - a)) {
+    const last = ranges.at(-1);
+    if (last && last[0] - d <= gap) last[0] = d;
+    else ranges.push([d, d]);
+  }
+  return ranges;
+}
+
 /**
  * The filter as a driver takes it: `visibleFrom` resolved to the anchors of the branch-
  * scoped memories it sees (`visibleAnchors`), those on the chain of the viewing branch's
- * head. The work follows the thread's branch-scoped memories and the depths they span,
- * never the number of memories in the store.
+ * head. The work follows the thread's branch-scoped memories (their anchors, and the
+ * chain near each anchor's depth), never the number of memories in the store or the
+ * length of the chain.
  */
 async function driverFilter(s: DriverSession, filter: MemoryFilter): Promise<DriverMemoryFilter> {
   const { visibleFrom, ...rest } = filter;
@@ -531,9 +550,12 @@ async function driverFilter(s: DriverSession, filter: MemoryFilter): Promise<Dri
   if (!head) return { ...rest, visibleAnchors: [] };
   const anchors = await s.branchAnchors(threadId, head.depth);
   if (anchors.length === 0) return { ...rest, visibleAnchors: [] };
-  const depths = anchors.map((a) => a.depth);
-  const chain = await s.getChain(head.id, Math.min(...depths), Math.max(...depths));
-  const onChain = new Set(chain.map((m) => m.id));
+  const onChain = new Set<string>();
+  for (const [min, max] of depthRanges(
+    anchors.map((a) => a.depth),
+    ANCHOR_GAP,
+  ))
+    for (const m of await s.getChain(head.id, min, max)) onChain.add(m.id);
   return { ...rest, visibleAnchors: anchors.filter((a) => onChain.has(a.id)).map((a) => a.id) };
 }
 

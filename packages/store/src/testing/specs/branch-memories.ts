@@ -238,6 +238,49 @@ export function describeBranchMemories(options: StoreConformanceOptions): void {
       );
     });
 
+    it('checks anchors far apart on a long chain, each on its own', async () => {
+      const long = await makeThread(store());
+      const chain = await makeChain(store(), long.id, 120);
+      // Forked at depth 70: shares depths 0-70 with the main line, then its own.
+      const fork = await makeChain(store(), long.id, 30, chain[70]!.id, 'f');
+      const mainLine = await store().createBranch({
+        threadId: long.id,
+        name: 'main',
+        headMessageId: chain[119]!.id,
+      });
+      const side = await store().createBranch({
+        threadId: long.id,
+        name: 'side',
+        headMessageId: fork[29]!.id,
+      });
+      const at = [
+        chain[2]!,
+        chain[40]!,
+        chain[41]!,
+        chain[69]!,
+        chain[71]!,
+        chain[119]!,
+        fork[0]!,
+        fork[29]!,
+      ];
+      const memories = await store().addMemories(
+        at.map((message, i) => ({
+          agentId: `${agentId}-long`,
+          content: { text: `far ${i}` },
+          source: { threadId: long.id, messageIds: [message.id], branchScoped: true },
+        })),
+      );
+      const from = async (branch: Branch) =>
+        sorted(
+          await store().listMemories({
+            agentId: `${agentId}-long`,
+            visibleFrom: { threadId: long.id, branchId: branch.id },
+          }),
+        );
+      expect(await from(mainLine)).toEqual(sorted(memories.slice(0, 6)));
+      expect(await from(side)).toEqual(sorted([...memories.slice(0, 4), ...memories.slice(6)]));
+    });
+
     it('keeps a source naming messages not stored, seen once they are (a copy writing memories first)', async () => {
       const later = await makeThread(store());
       const id = `later-${newId()}`;
