@@ -8,6 +8,7 @@ import {
   paraphraseQueries,
   queries,
 } from '../data/memory-retrieval.js';
+import { type BenchEmbedder, benchEmbedders } from '../embedders.js';
 import { type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
 
 const MODES: RecallMode[] = ['keyword', 'vector', 'hybrid'];
@@ -30,33 +31,6 @@ const SUBSETS: Subset[] = ['all', 'shared', 'none', 'paraphrase'];
 
 function mean(xs: number[]): number {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
-}
-
-/** An embedder the bench compares; `dispose` frees a model. */
-interface BenchEmbedder {
-  name: string;
-  embedder: Embedder;
-  dispose?: () => void;
-}
-
-/** The default hashing embedder, and @cairn/embedder-use when it is installed. */
-async function benchEmbedders(log: (line: string) => void): Promise<BenchEmbedder[]> {
-  const list: BenchEmbedder[] = [
-    { name: 'hashing (default, 384-d)', embedder: hashingEmbedder({ dimensions: 384 }) },
-  ];
-  try {
-    const { useEmbedder } = await import('@cairn/embedder-use');
-    const embedder = useEmbedder();
-    await embedder.load();
-    list.push({
-      name: 'USE Lite (@cairn/embedder-use, 512-d)',
-      embedder,
-      dispose: () => embedder.dispose(),
-    });
-  } catch (e) {
-    log(`@cairn/embedder-use not available (${(e as Error).message}): hashing embedder only`);
-  }
-  return list;
 }
 
 function checkLabels() {

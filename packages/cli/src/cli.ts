@@ -419,11 +419,6 @@ export const COMMANDS: Record<string, Command> = {
       if (port > 65535) throw usage(`--port must be a port number from 0 to 65535, got ${port}`);
       const host = str(v.host) ?? '127.0.0.1';
       const token = str(v.token) ?? process.env.CAIRN_SERVE_TOKEN;
-      const loopback = /^(localhost|127(\.\d{1,3}){3}|::1)$/.test(host);
-      if (!loopback && !token && process.env.CAIRN_SERVE_INSECURE !== '1')
-        throw usage(
-          `--host ${host} lets other machines call the server: set --token (or CAIRN_SERVE_TOKEN), or CAIRN_SERVE_INSECURE=1 to serve without auth`,
-        );
       return serve(
         parseTarget(str(v.db) ?? 'cairn.db'),
         {

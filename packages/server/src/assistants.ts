@@ -1,9 +1,9 @@
 import { isCairnError, newId } from '@cairn/core';
-import { ownedBy } from './auth.js';
+import { authMatches, type Caller, ownedBy } from './auth.js';
 import { contains, nowIso } from './collection.js';
 import type { AssistantVersion, ServerContext } from './context.js';
 import { graphSchemas } from './graph-schemas.js';
-import { conflict, type Identity, notFound, type Route, reply } from './http.js';
+import { conflict, HttpError, type Identity, notFound, type Route, reply } from './http.js';
 import { graphAssistantId } from './ids.js';
 import { type Assistant, type Json, selectFields, shown } from './model.js';
 import { deleteThread } from './threads.js';
@@ -90,10 +90,21 @@ function matches(a: Assistant, b: Json): boolean {
   );
 }
 
-async function search(ctx: ServerContext, b: Json, identity: Identity): Promise<Assistant[]> {
+async function search(ctx: ServerContext, b: Json, caller: Caller): Promise<Assistant[]> {
+  const filters = await caller.authorize('assistants:search', {
+    graph_id: b.graph_id,
+    metadata: b.metadata,
+    limit: b.limit,
+    offset: b.offset,
+  });
   const out: Assistant[] = [];
   for await (const { value } of ctx.assistants.scan())
-    if (ownedBy(value.owner, identity) && matches(value, b)) out.push(value);
+    if (
+      ownedBy(value.owner, caller.identity) &&
+      authMatches(value.metadata, filters) &&
+      matches(value, b)
+    )
+      out.push(value);
   return out;
 }
 
@@ -104,9 +115,21 @@ function checkConfig(b: Json): Json | undefined {
 export function assistantRoutes(ctx: ServerContext): Route[] {
   const idParam = (p: Record<string, string>) =>
     ctx.graphs.has(p.assistant_id!) ? graphAssistantId(p.assistant_id!) : p.assistant_id!;
-  const get = async (id: string, identity: Identity, forWrite = false) => {
+  /** The assistant, if the caller may `action` it (its auth handler, its owner); 404 otherwise. */
+  const get = async (
+    id: string,
+    caller: Caller,
+    action: 'read' | 'update' | 'delete' = 'read',
+    value: Json = {},
+  ) => {
+    const filters = await caller.authorize(`assistants:${action}`, { assistant_id: id, ...value });
     const a = await ctx.assistants.get(id);
-    if (!a || !ownedBy(a.value.owner, identity, forWrite)) throw missing();
+    if (
+      !a ||
+      !ownedBy(a.value.owner, caller.identity, action !== 'read') ||
+      !authMatches(a.value.metadata, filters)
+    )
+      throw missing();
     return a;
   };
 
@@ -114,7 +137,7 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/assistants',
-      handler: async ({ body, identity }) => {
+      handler: async ({ body, caller, identity }) => {
         const b = v.body(body, false);
         const graphId = v.optString(b, 'graph_id');
         if (!graphId) throw v.badRequest('graph_id is required');
@@ -123,15 +146,26 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
         if (given !== undefined && !v.isUuid(given))
           throw v.badRequest('assistant_id must be a UUID');
         const ifExists = v.optEnum(b, 'if_exists', ['raise', 'do_nothing'] as const) ?? 'raise';
-        const now = nowIso();
-        const assistant: Assistant = {
+        const asked: Json = {
           assistant_id: given?.toLowerCase() ?? newId(),
           graph_id: graphId,
-          name: v.optString(b, 'name') || 'Untitled',
-          description: v.optString(b, 'description') ?? null,
           config: checkConfig(b) ?? {},
           context: b.context ?? {},
           metadata: v.optObject(b, 'metadata') ?? {},
+          if_exists: ifExists,
+          name: v.optString(b, 'name') || 'Untitled',
+          description: v.optString(b, 'description') ?? null,
+        };
+        const filters = await caller.authorize('assistants:create', asked);
+        const now = nowIso();
+        const assistant: Assistant = {
+          assistant_id: asked.assistant_id as string,
+          graph_id: graphId,
+          name: asked.name as string,
+          description: asked.description as string | null,
+          config: asked.config as Json,
+          context: asked.context,
+          metadata: (asked.metadata as Json | null) ?? {},
           version: 1,
           created_at: now,
           updated_at: now,
@@ -142,7 +176,12 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
         } catch (e) {
           if (!isCairnError(e, 'CONFLICT')) throw e;
           const existing = await ctx.assistants.get(assistant.assistant_id);
-          if (ifExists === 'raise' || !existing || !ownedBy(existing.value.owner, identity, true))
+          if (
+            ifExists === 'raise' ||
+            !existing ||
+            !ownedBy(existing.value.owner, identity, true) ||
+            !authMatches(existing.value.metadata, filters)
+          )
             throw conflict('Assistant already exists');
           return shown(existing.value);
         }
@@ -152,7 +191,7 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/assistants/search',
-      handler: async ({ body, identity }) => {
+      handler: async ({ body, caller }) => {
         const b = v.body(body);
         const { limit, offset } = v.paging(b);
         const sortBy =
@@ -166,7 +205,7 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
         const sign =
           (v.optEnum(b, 'sort_order', ['asc', 'desc'] as const) ?? 'desc') === 'desc' ? -1 : 1;
         const select = v.optStringArray(b, 'select');
-        const all = (await search(ctx, b, identity)).sort((x, y) => {
+        const all = (await search(ctx, b, caller)).sort((x, y) => {
           const a = String(x[sortBy]);
           const c = String(y[sortBy]);
           return sign * (a < c ? -1 : a > c ? 1 : 0);
@@ -183,28 +222,36 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/assistants/count',
-      handler: async ({ body, identity }) => (await search(ctx, v.body(body), identity)).length,
+      handler: async ({ body, caller }) => (await search(ctx, v.body(body), caller)).length,
     },
     {
       method: 'GET',
       path: '/assistants/:assistant_id',
-      handler: async ({ params, identity }) => shown((await get(idParam(params), identity)).value),
+      handler: async ({ params, caller }) => shown((await get(idParam(params), caller)).value),
     },
     {
       method: 'PATCH',
       path: '/assistants/:assistant_id',
-      handler: async ({ params, body, identity }) => {
+      handler: async ({ params, body, caller }) => {
         const id = idParam(params);
         const b = v.body(body);
         const graphId = v.optString(b, 'graph_id');
         if (graphId !== undefined && !ctx.graphs.has(graphId))
           throw notFound(`Graph "${graphId}" not found`);
-        for (;;) {
-          const current = await get(id, identity, true);
+        const asked: Json = {
+          graph_id: graphId,
+          config: b.config,
+          context: b.context,
+          metadata: v.optObject(b, 'metadata'),
+          name: b.name,
+          description: b.description,
+        };
+        for (let first = true; ; first = false) {
+          const current = await get(id, caller, 'update', first ? asked : {});
           const versions = await ctx.assistantVersions.all(id);
           const next = Math.max(0, ...versions.map((x) => x.version)) + 1;
           const a = current.value;
-          const metadata = v.optObject(b, 'metadata');
+          const metadata = asked.metadata as Json | undefined;
           const updated: Assistant = {
             ...a,
             graph_id: graphId ?? a.graph_id,
@@ -243,9 +290,9 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
     {
       method: 'DELETE',
       path: '/assistants/:assistant_id',
-      handler: async ({ params, query, identity }) => {
+      handler: async ({ params, query, caller, identity }) => {
         const id = idParam(params);
-        await get(id, identity, true);
+        await get(id, caller, 'delete');
         if (query.get('delete_threads') === 'true') {
           for await (const t of ctx.threads.scan())
             if (t.value.metadata.assistant_id === id && ownedBy(t.value.owner, identity, true))
@@ -259,13 +306,16 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/assistants/:assistant_id/versions',
-      handler: async ({ params, body, identity }) => {
+      handler: async ({ params, body, caller }) => {
         const id = idParam(params);
         const b = v.body(body);
         const { limit, offset } = v.paging(b);
         const metadata = v.optObject(b, 'metadata');
-        const a = await ctx.assistants.get(id);
-        if (!a || !ownedBy(a.value.owner, identity)) throw notFound(`Assistant "${id}" not found.`);
+        await get(id, caller).catch((e) => {
+          throw e instanceof HttpError && e.status === 404
+            ? notFound(`Assistant "${id}" not found.`)
+            : e;
+        });
         const versions = (await ctx.assistantVersions.all(id))
           .filter((x) => contains(x.metadata, metadata))
           .sort((x, y) => y.version - x.version)
@@ -277,12 +327,12 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/assistants/:assistant_id/latest',
-      handler: async ({ params, body, identity }) => {
+      handler: async ({ params, body, caller }) => {
         const id = idParam(params);
         const version = v.optInt(v.body(body, false), 'version', 1);
         if (version === undefined) throw v.badRequest('version is required');
         for (;;) {
-          const current = await get(id, identity, true);
+          const current = await get(id, caller, 'update', { version });
           const chosen = (await ctx.assistantVersions.get(versionId(id, version)))?.value as
             | AssistantVersion
             | undefined;
@@ -309,8 +359,8 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
     {
       method: 'GET',
       path: '/assistants/:assistant_id/graph',
-      handler: async ({ params, query, identity }) => {
-        const a = (await get(idParam(params), identity)).value;
+      handler: async ({ params, query, caller }) => {
+        const a = (await get(idParam(params), caller)).value;
         const graph = await ctx.graph(a.graph_id, a.config);
         const xray = query.get('xray');
         const options = {
@@ -326,8 +376,8 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
     {
       method: 'GET',
       path: '/assistants/:assistant_id/schemas',
-      handler: async ({ params, identity }) => {
-        const a = (await get(idParam(params), identity)).value;
+      handler: async ({ params, caller }) => {
+        const a = (await get(idParam(params), caller)).value;
         const graph = await ctx.graph(a.graph_id, a.config);
         const schemas = await graphSchemas(graph);
         return { graph_id: a.graph_id, ...schemas };
@@ -340,8 +390,8 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
       (path): Route => ({
         method: 'GET',
         path,
-        handler: async ({ params, query, identity }) => {
-          const a = (await get(idParam(params), identity)).value;
+        handler: async ({ params, query, caller }) => {
+          const a = (await get(idParam(params), caller)).value;
           const graph = await ctx.graph(a.graph_id, a.config);
           const out: Json = {};
           if (!graph.getSubgraphsAsync) return out;

@@ -1,10 +1,11 @@
 import { isCairnError, newId } from '@cairn/core';
-import { ownedBy } from './auth.js';
+import { ANYONE, authMatches, ownedBy } from './auth.js';
 import { nowIso } from './collection.js';
 import type { ServerContext } from './context.js';
 import { notFound, type Route, reply } from './http.js';
 import { type Cron, type Json, shown } from './model.js';
 import { createRun, type RunRequest } from './runs.js';
+import { getThread } from './threads.js';
 import * as v from './validate.js';
 
 const FIELDS = [
@@ -57,7 +58,7 @@ export function nextRun(schedule: string, after: Date): Date {
 export function cronRoutes(ctx: ServerContext): Route[] {
   const create =
     (onThread: boolean) =>
-    async ({ params, body, identity }: Parameters<Route['handler']>[0]) => {
+    async ({ params, body, caller, identity }: Parameters<Route['handler']>[0]) => {
       const b = v.body(body, false);
       const schedule = v.optString(b, 'schedule');
       if (!schedule) throw v.badRequest('schedule is required');
@@ -70,13 +71,16 @@ export function cronRoutes(ctx: ServerContext): Route[] {
       const assistantId = v.optString(b, 'assistant_id');
       if (!assistantId) throw v.badRequest('assistant_id is required');
       const threadId = onThread ? v.uuidParam(params.thread_id, 'thread_id') : null;
-      if (threadId) {
-        const t = await ctx.threads.get(threadId);
-        if (!t || !ownedBy(t.value.owner, identity, true))
-          throw notFound(`Thread with ID ${threadId} not found`);
-      }
-      const now = nowIso();
+      if (threadId) await getThread(ctx, threadId, caller);
       const { schedule: _, end_time, ...payload } = b;
+      await caller.authorize('crons:create', {
+        payload,
+        schedule,
+        thread_id: threadId,
+        user_id: identity,
+        end_time,
+      });
+      const now = nowIso();
       const cron: Cron = {
         cron_id: newId(),
         assistant_id: assistantId,
@@ -100,14 +104,21 @@ export function cronRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/runs/crons/search',
-      handler: async ({ body, identity }) => {
+      handler: async ({ body, caller, identity }) => {
         const b = v.body(body);
         const { limit, offset } = v.paging(b);
         const assistantId = v.optString(b, 'assistant_id');
         const threadId = v.optString(b, 'thread_id');
+        const filters = await caller.authorize('crons:search', {
+          assistant_id: assistantId,
+          thread_id: threadId,
+          limit,
+          offset,
+        });
         const all = (await ctx.crons.all()).filter(
           (c) =>
             ownedBy(c.owner, identity, true) &&
+            authMatches(c.metadata, filters) &&
             (!assistantId || c.assistant_id === assistantId) &&
             (!threadId || c.thread_id === threadId),
         );
@@ -117,10 +128,16 @@ export function cronRoutes(ctx: ServerContext): Route[] {
     {
       method: 'DELETE',
       path: '/runs/crons/:cron_id',
-      handler: async ({ params, identity }) => {
+      handler: async ({ params, caller, identity }) => {
         const id = v.uuidParam(params.cron_id, 'cron_id');
+        const filters = await caller.authorize('crons:delete', { cron_id: id });
         const c = await ctx.crons.get(id);
-        if (!c || !ownedBy(c.value.owner, identity, true)) throw notFound('Cron not found');
+        if (
+          !c ||
+          !ownedBy(c.value.owner, identity, true) ||
+          !authMatches(c.value.metadata, filters)
+        )
+          throw notFound('Cron not found');
         await ctx.crons.delete([id]);
         return reply(204);
       },
@@ -190,7 +207,7 @@ export class CronScheduler {
             this.ctx,
             value.thread_id,
             this.toRequest({ ...value.payload, assistant_id: value.assistant_id }),
-            value.owner ?? null,
+            { ...ANYONE, identity: value.owner ?? null },
           ).catch((e) => console.error(`cairn serve: cron ${id} could not start a run:`, e));
           earliest = Math.min(earliest, Date.parse(moved.next_run_date));
         }

@@ -103,7 +103,7 @@ const tsxLoaders = new Set<string>();
  * registered for the process (as running under `tsx` would), so the graph and the server
  * share one instance of every package, LangGraph's included.
  */
-async function importFile(file: string): Promise<Record<string, unknown>> {
+export async function importFile(file: string): Promise<Record<string, unknown>> {
   if (TYPESCRIPT.has(extname(file))) {
     let manifest: string;
     try {

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Caller } from './auth.js';
 
 /**
  * An error the client sees: its status and a plain-text body, as the LangGraph API server
@@ -8,6 +9,8 @@ export class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Headers of the response (e.g. `WWW-Authenticate` of a 401). */
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }
@@ -27,6 +30,9 @@ export interface RequestContext {
   /** The parsed JSON body (undefined when there was none). */
   body: unknown;
   headers: IncomingMessage['headers'];
+  /** Who called (see `Caller`). */
+  caller: Caller;
+  /** `caller.identity`: the identity resources are kept to, null when they are not. */
   identity: Identity;
   /** Aborted when the client goes away. */
   signal: AbortSignal;
@@ -156,12 +162,17 @@ export function sendResult(res: ServerResponse, result: HandlerResult): void {
   res.end(toJsonText(result ?? null));
 }
 
-export function sendError(res: ServerResponse, status: number, message: string): void {
+export function sendError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
   if (res.headersSent) {
     res.end();
     return;
   }
-  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' });
+  res.writeHead(status, { ...headers, 'content-type': 'text/plain; charset=utf-8' });
   res.end(message);
 }
 

@@ -1,11 +1,11 @@
 import { isCairnError, newId } from '@cairn/core';
 import { resolveAssistant } from './assistants.js';
-import { authUser, ownedBy } from './auth.js';
+import { authMatches, authUser, type Caller, ownedBy } from './auth.js';
 import { COLLECTIONS, nowIso } from './collection.js';
 import type { ServerContext } from './context.js';
 import {
   conflict,
-  type Identity,
+  HttpError,
   notFound,
   openSse,
   type RequestContext,
@@ -86,8 +86,9 @@ export async function createRun(
   ctx: ServerContext,
   threadId: string | null,
   r: RunRequest,
-  identity: Identity,
+  caller: Caller,
 ): Promise<Run> {
+  const { identity } = caller;
   const assistant = await resolveAssistant(ctx, r.assistantId, identity).catch(() => {
     throw notFound(
       `No assistant found for "${r.assistantId}". Make sure the assistant ID is for a valid assistant or a valid graph ID.`,
@@ -98,16 +99,33 @@ export async function createRun(
   const temporary = threadId === null && (r.onCompletion ?? 'delete') === 'delete';
   const id = threadId ?? newId();
   const runId = newId();
+  const asked: Json = {
+    thread_id: threadId,
+    assistant_id: assistant.assistant_id,
+    run_id: runId,
+    status: 'pending',
+    metadata: r.metadata,
+    multitask_strategy: r.multitask,
+    if_not_exists: r.ifNotExists,
+    after_seconds: r.afterSeconds,
+    kwargs: { input: r.input ?? null, command: r.command, config: r.config, context: r.context },
+  };
+  const filters = await caller.authorize('threads:create_run', asked);
+  const runMetadata = (asked.metadata as Json | null) ?? {};
   for (;;) {
     const existing = await ctx.threads.get(id);
-    if (existing && !ownedBy(existing.value.owner, identity, true))
+    if (
+      existing &&
+      (!ownedBy(existing.value.owner, identity, true) ||
+        !authMatches(existing.value.metadata, filters))
+    )
       throw notFound(`Thread with ID ${id} not found`);
     if (!existing && threadId !== null && r.ifNotExists === 'reject')
       throw notFound(`Thread with ID ${id} not found`);
     const inflight = existing ? await ctx.queue.ofThread(id) : [];
     if (inflight.length > 0 && r.multitask === 'reject') throw conflict(REJECTED);
 
-    const base: Thread = existing?.value ?? newThread(id, {}, identity);
+    const base: Thread = existing?.value ?? newThread(id, runMetadata, identity);
     const threadConfig = { ...assistant.config, ...base.config, ...r.config };
     const configurable: Json = {
       ...(assistant.config.configurable as Json | undefined),
@@ -115,13 +133,13 @@ export async function createRun(
       ...(r.config.configurable as Json | undefined),
       ...(r.checkpointId ? { checkpoint_id: r.checkpointId } : {}),
       ...r.checkpoint,
-      ...authUser(identity),
+      ...authUser(caller),
       run_id: runId,
       thread_id: id,
       graph_id: assistant.graph_id,
       assistant_id: assistant.assistant_id,
     };
-    const metadata = { ...assistant.metadata, ...base.metadata, ...r.metadata };
+    const metadata = { ...assistant.metadata, ...base.metadata, ...runMetadata };
     const now = nowIso();
     const thread: Thread = {
       ...base,
@@ -218,19 +236,20 @@ export async function cancelRun(
   );
 }
 
-/** The run, when the caller may see it and it is on that thread. */
+/**
+ * The run of that thread, when the caller may `action` the thread (404 otherwise) and
+ * see the run (null otherwise).
+ */
 async function getRun(
   ctx: ServerContext,
   runId: string,
-  threadId: string | null,
-  identity: Identity,
+  threadId: string,
+  caller: Caller,
+  action: 'read' | 'update' | 'delete' = 'read',
 ) {
+  await getThread(ctx, threadId, caller, action, action === 'delete' ? { run_id: runId } : {});
   const run = await ctx.runs.get(runId);
-  if (
-    !run ||
-    (threadId !== null && run.value.thread_id !== threadId) ||
-    !ownedBy(run.value.owner, identity, true)
-  )
+  if (!run || run.value.thread_id !== threadId || !ownedBy(run.value.owner, caller.identity, true))
     return null;
   return run.value;
 }
@@ -292,12 +311,12 @@ export function runRoutes(ctx: ServerContext): Route[] {
 
   const create = (stateless: boolean) => async (req: RequestContext) => {
     const r = checkRunBody(req.body);
-    const run = await createRun(ctx, stateless ? null : threadParam(req.params), r, req.identity);
+    const run = await createRun(ctx, stateless ? null : threadParam(req.params), r, req.caller);
     return reply(200, shown(run), location(run, stateless));
   };
   const stream = (stateless: boolean) => async (req: RequestContext) => {
     const r = checkRunBody(req.body);
-    const run = await createRun(ctx, stateless ? null : threadParam(req.params), r, req.identity);
+    const run = await createRun(ctx, stateless ? null : threadParam(req.params), r, req.caller);
     return streamEvents(ctx, req, run.run_id, undefined, {
       headers: location(run, stateless),
       cancelOnDisconnect: r.onDisconnect === 'cancel',
@@ -305,7 +324,7 @@ export function runRoutes(ctx: ServerContext): Route[] {
   };
   const wait = (stateless: boolean) => async (req: RequestContext) => {
     const r = checkRunBody(req.body);
-    const run = await createRun(ctx, stateless ? null : threadParam(req.params), r, req.identity);
+    const run = await createRun(ctx, stateless ? null : threadParam(req.params), r, req.caller);
     return waitKeepAlive(req, waitForRun(ctx, run, req.signal), location(run, stateless));
   };
 
@@ -319,20 +338,20 @@ export function runRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/runs/batch',
-      handler: async ({ body, identity }) => {
+      handler: async ({ body, caller }) => {
         if (!Array.isArray(body)) throw v.badRequest('the body must be an array of runs');
         const checked = body.map(checkRunBody);
         const runs = [];
-        for (const r of checked) runs.push(shown(await createRun(ctx, null, r, identity)));
+        for (const r of checked) runs.push(shown(await createRun(ctx, null, r, caller)));
         return runs;
       },
     },
     {
       method: 'GET',
       path: '/threads/:thread_id/runs',
-      handler: async ({ params, query, identity }) => {
+      handler: async ({ params, query, caller, identity }) => {
         const threadId = threadParam(params);
-        await getThread(ctx, threadId, identity);
+        await getThread(ctx, threadId, caller);
         const q = v.queryBody(query);
         const { limit, offset } = v.paging(q);
         const status = v.optString(q, 'status');
@@ -345,8 +364,8 @@ export function runRoutes(ctx: ServerContext): Route[] {
     {
       method: 'GET',
       path: '/threads/:thread_id/runs/:run_id',
-      handler: async ({ params, identity }) => {
-        const run = await getRun(ctx, runParam(params), threadParam(params), identity);
+      handler: async ({ params, caller }) => {
+        const run = await getRun(ctx, runParam(params), threadParam(params), caller);
         if (!run) throw notFound('Run not found');
         return shown(run);
       },
@@ -354,8 +373,8 @@ export function runRoutes(ctx: ServerContext): Route[] {
     {
       method: 'DELETE',
       path: '/threads/:thread_id/runs/:run_id',
-      handler: async ({ params, identity }) => {
-        const run = await getRun(ctx, runParam(params), threadParam(params), identity);
+      handler: async ({ params, caller }) => {
+        const run = await getRun(ctx, runParam(params), threadParam(params), caller, 'delete');
         if (!run) throw notFound('Run not found');
         if (await ctx.queue.items.get(run.run_id))
           throw conflict('Run is still pending or running: cancel it first');
@@ -368,7 +387,7 @@ export function runRoutes(ctx: ServerContext): Route[] {
       method: 'GET',
       path: '/threads/:thread_id/runs/:run_id/join',
       handler: async (req) => {
-        const run = await getRun(ctx, runParam(req.params), threadParam(req.params), req.identity);
+        const run = await getRun(ctx, runParam(req.params), threadParam(req.params), req.caller);
         if (!run) throw notFound('Run not found');
         return waitForRun(ctx, run, req.signal);
       },
@@ -377,7 +396,19 @@ export function runRoutes(ctx: ServerContext): Route[] {
       method: 'GET',
       path: '/threads/:thread_id/runs/:run_id/stream',
       handler: async (req) => {
-        const run = await getRun(ctx, runParam(req.params), threadParam(req.params), req.identity);
+        let run: Run | null;
+        try {
+          run = await getRun(ctx, runParam(req.params), threadParam(req.params), req.caller);
+        } catch (e) {
+          // As the LangGraph API server: a thread the caller may not read is an error event.
+          if (!(e instanceof HttpError) || e.status !== 404) throw e;
+          await openSse(req.res)({
+            event: 'error',
+            data: { error: 'Error', message: '404: Thread not found' },
+          });
+          req.res.end();
+          return STREAMED;
+        }
         if (!run) throw notFound('Run not found');
         const lastEventId = req.headers['last-event-id'];
         return streamEvents(
@@ -395,7 +426,13 @@ export function runRoutes(ctx: ServerContext): Route[] {
       method: 'POST',
       path: '/threads/:thread_id/runs/:run_id/cancel',
       handler: async (req) => {
-        const run = await getRun(ctx, runParam(req.params), threadParam(req.params), req.identity);
+        const run = await getRun(
+          ctx,
+          runParam(req.params),
+          threadParam(req.params),
+          req.caller,
+          'update',
+        );
         if (!run) throw notFound('Run not found');
         const action = req.query.get('action') ?? 'interrupt';
         if (action !== 'interrupt' && action !== 'rollback')
@@ -411,7 +448,7 @@ export function runRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/runs/cancel',
-      handler: async ({ body, identity }) => {
+      handler: async ({ body, caller }) => {
         const b = v.body(body, false);
         const action = v.optEnum(b, 'action', ['interrupt', 'rollback'] as const) ?? 'interrupt';
         const threadId = v.optString(b, 'thread_id');
@@ -422,7 +459,13 @@ export function runRoutes(ctx: ServerContext): Route[] {
         else if (status) targets = (await ctx.queue.items.all()).map((i) => i.run_id);
         for (const id of targets) {
           const run = await ctx.runs.get(id);
-          if (run && ownedBy(run.value.owner, identity, true)) await cancelRun(ctx, id, action);
+          if (!run) continue;
+          // Only runs of threads the caller may update are stopped; the others are left alone.
+          const mine = await getRun(ctx, id, run.value.thread_id, caller, 'update').catch((e) => {
+            if (e instanceof HttpError && e.status === 404) return null;
+            throw e;
+          });
+          if (mine) await cancelRun(ctx, id, action);
         }
         return reply(204);
       },

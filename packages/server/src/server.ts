@@ -5,10 +5,11 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { CairnError } from '@cairn/core';
 import { CairnStore } from '@cairn/langgraph';
 import type { Store } from '@cairn/store';
 import { assistantRoutes, registerGraphAssistants } from './assistants.js';
-import { identify, type ServerAuth } from './auth.js';
+import { ANYONE, identify, type ServerAuth } from './auth.js';
 import { ServerContext } from './context.js';
 import { CronScheduler, cronRoutes } from './crons.js';
 import { GraphRegistry } from './graphs.js';
@@ -42,6 +43,7 @@ export interface CairnServerOptions {
   testEndpoints?: boolean;
 }
 
+const UNAUTHENTICATED = new Set(['/ok', '/info']);
 const LOOPBACK_HOSTS = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])(:\d+)?$/i;
 
 /**
@@ -95,6 +97,12 @@ export class CairnServer {
 
   /** Loads the graphs, registers their assistants and starts the worker. */
   static async create(options: CairnServerOptions): Promise<CairnServer> {
+    const auth = options.auth;
+    if (auth?.langgraph && (auth.tokens || auth.authenticate))
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        'auth: a LangGraph Auth object (auth.langgraph) decides alone; give it without tokens or authenticate',
+      );
     const graphs = await GraphRegistry.load(options.graphs, options.cwd ?? process.cwd());
     const ctx = new ServerContext(
       options.store,
@@ -139,7 +147,10 @@ export class CairnServer {
       const match = this.#router.match(req.method ?? 'GET', url.pathname);
       if (match === null) throw new HttpError(404, 'Not Found');
       if (match === 'method') throw new HttpError(405, 'Method Not Allowed');
-      const identity = await identify(req, this.options.auth);
+      // As the LangGraph API server: /info (and the health check) answer without auth.
+      const caller = UNAUTHENTICATED.has(url.pathname)
+        ? ANYONE
+        : await identify(req, this.options.auth);
       const body =
         req.method === 'GET' || req.method === 'HEAD' ? undefined : await readJsonBody(req);
       const result = await match.handler({
@@ -147,13 +158,14 @@ export class CairnServer {
         query: url.searchParams,
         body,
         headers: req.headers,
-        identity,
+        caller,
+        identity: caller.identity,
         signal: abort.signal,
         res,
       });
       sendResult(res, result);
     } catch (e) {
-      if (e instanceof HttpError) sendError(res, e.status, e.message);
+      if (e instanceof HttpError) sendError(res, e.status, e.message, e.headers);
       else {
         console.error('cairn serve:', e);
         sendError(res, 500, e instanceof Error ? e.message : String(e));

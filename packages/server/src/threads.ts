@@ -1,9 +1,17 @@
 import { isCairnError, newId } from '@cairn/core';
-import { ownedBy } from './auth.js';
+import { authMatches, type Caller, ownedBy } from './auth.js';
 import { contains, nowIso } from './collection.js';
 import type { ServerContext } from './context.js';
 import type { StateSnapshotLike } from './graphs.js';
-import { conflict, type Identity, notFound, type Route, reply, toPlainJson } from './http.js';
+import {
+  conflict,
+  HttpError,
+  type Identity,
+  notFound,
+  type Route,
+  reply,
+  toPlainJson,
+} from './http.js';
 import { type Json, selectFields, shown, type Thread, type ThreadStatus } from './model.js';
 import { toCommand } from './stream.js';
 import * as v from './validate.js';
@@ -11,10 +19,22 @@ import * as v from './validate.js';
 const THREAD_STATUSES: readonly ThreadStatus[] = ['idle', 'busy', 'interrupted', 'error'];
 const missing = (id: string) => notFound(`Thread with ID ${id} not found`);
 
-/** The thread, if the caller may see it; 404 otherwise. */
-export async function getThread(ctx: ServerContext, id: string, identity: Identity) {
+/** The thread, if the caller may `action` it (its auth handler, its owner); 404 otherwise. */
+export async function getThread(
+  ctx: ServerContext,
+  id: string,
+  caller: Caller,
+  action: 'read' | 'update' | 'delete' = 'read',
+  value: Json = {},
+) {
+  const filters = await caller.authorize(`threads:${action}`, { thread_id: id, ...value });
   const t = await ctx.threads.get(id);
-  if (!t || !ownedBy(t.value.owner, identity, true)) throw missing(id);
+  if (
+    !t ||
+    !ownedBy(t.value.owner, caller.identity, true) ||
+    !authMatches(t.value.metadata, filters)
+  )
+    throw missing(id);
   return t;
 }
 
@@ -146,14 +166,22 @@ function sortThreads(list: Thread[], by: string, order: 'asc' | 'desc') {
   return list.sort((a, b) => sign * (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
 }
 
-async function search(ctx: ServerContext, b: Json, identity: Identity) {
+async function search(ctx: ServerContext, b: Json, caller: Caller) {
   const metadata = v.optObject(b, 'metadata');
   const values = v.optObject(b, 'values');
   const status = v.optEnum(b, 'status', THREAD_STATUSES);
   const ids = v.optStringArray(b, 'ids');
+  const filters = await caller.authorize('threads:search', {
+    ids,
+    metadata,
+    values,
+    status,
+    limit: b.limit,
+    offset: b.offset,
+  });
   const matches: Thread[] = [];
   for await (const { value: t } of ctx.threads.scan()) {
-    if (!ownedBy(t.owner, identity, true)) continue;
+    if (!ownedBy(t.owner, caller.identity, true) || !authMatches(t.metadata, filters)) continue;
     if (ids && !ids.includes(t.thread_id)) continue;
     if (status && t.status !== status) continue;
     if (!contains(t.metadata, metadata)) continue;
@@ -168,22 +196,35 @@ export function threadRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/threads',
-      handler: async ({ body, identity }) => {
+      handler: async ({ body, caller }) => {
         const b = v.body(body);
         const given = v.optString(b, 'thread_id');
         if (given !== undefined && !v.isUuid(given)) throw v.badRequest('thread_id must be a UUID');
         const id = given?.toLowerCase() ?? newId();
         const ifExists = v.optEnum(b, 'if_exists', ['raise', 'do_nothing'] as const) ?? 'raise';
-        const metadata = v.optObject(b, 'metadata') ?? {};
         const supersteps = b.supersteps;
         if (supersteps !== undefined && !Array.isArray(supersteps))
           throw v.badRequest('supersteps must be an array');
+        const asked = {
+          thread_id: id,
+          metadata: v.optObject(b, 'metadata') ?? {},
+          if_exists: ifExists,
+        };
+        const filters = await caller.authorize('threads:create', asked);
+        const metadata = (asked.metadata as Json | null) ?? {};
         try {
-          await ctx.threads.put(id, newThread(id, metadata, identity), { expectedVersion: null });
+          await ctx.threads.put(id, newThread(id, metadata, caller.identity), {
+            expectedVersion: null,
+          });
         } catch (e) {
           if (!isCairnError(e, 'CONFLICT')) throw e;
           const existing = await ctx.threads.get(id);
-          if (ifExists === 'raise' || !existing || !ownedBy(existing.value.owner, identity, true))
+          if (
+            ifExists === 'raise' ||
+            !existing ||
+            !ownedBy(existing.value.owner, caller.identity, true) ||
+            !authMatches(existing.value.metadata, filters)
+          )
             throw conflict('Thread already exists');
           return shown(existing.value);
         }
@@ -209,7 +250,7 @@ export function threadRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/threads/search',
-      handler: async ({ body, identity }) => {
+      handler: async ({ body, caller }) => {
         const b = v.body(body);
         const { limit, offset } = v.paging(b);
         const sortBy =
@@ -217,7 +258,7 @@ export function threadRoutes(ctx: ServerContext): Route[] {
           'created_at';
         const sortOrder = v.optEnum(b, 'sort_order', ['asc', 'desc'] as const) ?? 'desc';
         const select = v.optStringArray(b, 'select');
-        const all = sortThreads(await search(ctx, b, identity), sortBy, sortOrder);
+        const all = sortThreads(await search(ctx, b, caller), sortBy, sortOrder);
         const page = all.slice(offset, offset + limit).map((t) => selectFields(shown(t), select));
         const headers: Record<string, string> = { 'x-pagination-total': String(all.length) };
         if (offset + limit < all.length) headers['x-pagination-next'] = String(offset + limit);
@@ -227,24 +268,25 @@ export function threadRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/threads/count',
-      handler: async ({ body, identity }) => (await search(ctx, v.body(body), identity)).length,
+      handler: async ({ body, caller }) => (await search(ctx, v.body(body), caller)).length,
     },
     {
       method: 'GET',
       path: '/threads/:thread_id',
-      handler: async ({ params, identity }) =>
-        shown((await getThread(ctx, v.uuidParam(params.thread_id, 'thread_id'), identity)).value),
+      handler: async ({ params, caller }) =>
+        shown((await getThread(ctx, v.uuidParam(params.thread_id, 'thread_id'), caller)).value),
     },
     {
       method: 'PATCH',
       path: '/threads/:thread_id',
-      handler: async ({ params, body, identity }) => {
+      handler: async ({ params, body, caller }) => {
         const id = v.uuidParam(params.thread_id, 'thread_id');
-        const metadata = v.optObject(v.body(body, false), 'metadata');
-        if (!metadata) throw v.badRequest('metadata is required');
-        await getThread(ctx, id, identity).catch(() => {
-          throw notFound('Thread not found');
+        const asked: Json = { metadata: v.optObject(v.body(body, false), 'metadata') };
+        if (!asked.metadata) throw v.badRequest('metadata is required');
+        await getThread(ctx, id, caller, 'update', asked).catch((e) => {
+          throw e instanceof HttpError && e.status === 404 ? notFound('Thread not found') : e;
         });
+        const metadata = (asked.metadata as Json | null) ?? {};
         const t = await updateThread(ctx, id, (t) => ({
           ...t,
           metadata: { ...t.metadata, ...metadata },
@@ -257,9 +299,9 @@ export function threadRoutes(ctx: ServerContext): Route[] {
     {
       method: 'DELETE',
       path: '/threads/:thread_id',
-      handler: async ({ params, identity }) => {
+      handler: async ({ params, caller }) => {
         const id = v.uuidParam(params.thread_id, 'thread_id');
-        await getThread(ctx, id, identity);
+        await getThread(ctx, id, caller, 'delete');
         for (const item of await ctx.queue.ofThread(id))
           await ctx.queue.cancel(item.run_id, 'interrupt');
         await deleteThread(ctx, id);
@@ -269,14 +311,21 @@ export function threadRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/threads/:thread_id/copy',
-      handler: async ({ params, identity }) => {
+      handler: async ({ params, caller }) => {
         const id = v.uuidParam(params.thread_id, 'thread_id');
-        const from = await ctx.threads.get(id);
-        if (!from || !ownedBy(from.value.owner, identity, true)) throw conflict('Thread not found');
+        // As the LangGraph API server: a thread the caller may not read is a 409 here.
+        const from = await getThread(ctx, id, caller).catch((e) => {
+          throw e instanceof HttpError && e.status === 404 ? conflict('Thread not found') : e;
+        });
         const copyId = newId();
+        const asked: Json = {
+          thread_id: copyId,
+          metadata: { ...from.value.metadata, thread_id: copyId },
+        };
+        await caller.authorize('threads:create', asked);
         await copyCheckpoints(ctx, id, copyId);
         const copy: Thread = {
-          ...newThread(copyId, { ...from.value.metadata, thread_id: copyId }, identity),
+          ...newThread(copyId, (asked.metadata as Json | null) ?? {}, caller.identity),
           config: from.value.config,
           values: from.value.values ?? null,
           interrupts: from.value.interrupts ?? {},
@@ -288,29 +337,29 @@ export function threadRoutes(ctx: ServerContext): Route[] {
     {
       method: 'GET',
       path: '/threads/:thread_id/state',
-      handler: async ({ params, query, identity }) => {
+      handler: async ({ params, query, caller }) => {
         const id = v.uuidParam(params.thread_id, 'thread_id');
-        return stateAt(ctx, id, {}, query.get('subgraphs') === 'true', identity);
+        return stateAt(ctx, id, {}, query.get('subgraphs') === 'true', caller);
       },
     },
     {
       method: 'GET',
       path: '/threads/:thread_id/state/:checkpoint_id',
-      handler: async ({ params, query, identity }) => {
+      handler: async ({ params, query, caller }) => {
         const id = v.uuidParam(params.thread_id, 'thread_id');
         return stateAt(
           ctx,
           id,
           { checkpoint_id: params.checkpoint_id },
           query.get('subgraphs') === 'true',
-          identity,
+          caller,
         );
       },
     },
     {
       method: 'POST',
       path: '/threads/:thread_id/state/checkpoint',
-      handler: async ({ params, body, identity }) => {
+      handler: async ({ params, body, caller }) => {
         const id = v.uuidParam(params.thread_id, 'thread_id');
         const b = v.body(body);
         return stateAt(
@@ -318,22 +367,22 @@ export function threadRoutes(ctx: ServerContext): Route[] {
           id,
           v.optObject(b, 'checkpoint') ?? {},
           v.optBool(b, 'subgraphs') ?? false,
-          identity,
+          caller,
         );
       },
     },
     {
       method: 'POST',
       path: '/threads/:thread_id/state',
-      handler: async ({ params, body, identity }) => {
+      handler: async ({ params, body, caller }) => {
         const id = v.uuidParam(params.thread_id, 'thread_id');
         const b = v.body(body);
         const asNode = v.optString(b, 'as_node');
         const checkpoint = v.optObject(b, 'checkpoint');
         const checkpointId = v.optString(b, 'checkpoint_id');
-        const thread = await ctx.threads.get(id);
-        if (!thread || !ownedBy(thread.value.owner, identity, true))
-          throw notFound(`Thread ${id} not found`);
+        const thread = await getThread(ctx, id, caller, 'update').catch((e) => {
+          throw e instanceof HttpError && e.status === 404 ? notFound(`Thread ${id} not found`) : e;
+        });
         if ((await ctx.queue.ofThread(id)).length > 0) throw conflict('Thread is busy');
         const graph = await threadGraph(ctx, thread.value);
         if (!graph) throw v.badRequest(`Thread ${id} has no graph ID`);
@@ -356,21 +405,21 @@ export function threadRoutes(ctx: ServerContext): Route[] {
     {
       method: 'GET',
       path: '/threads/:thread_id/history',
-      handler: async ({ params, query, identity }) => {
+      handler: async ({ params, query, caller }) => {
         const id = v.uuidParam(params.thread_id, 'thread_id');
         const q = v.queryBody(query);
         return history(
           ctx,
           id,
           { limit: v.optInt(q, 'limit', 1) ?? 10, before: v.optString(q, 'before') },
-          identity,
+          caller,
         );
       },
     },
     {
       method: 'POST',
       path: '/threads/:thread_id/history',
-      handler: async ({ params, body, identity }) => {
+      handler: async ({ params, body, caller }) => {
         const id = v.uuidParam(params.thread_id, 'thread_id');
         const b = v.body(body);
         return history(
@@ -386,7 +435,7 @@ export function threadRoutes(ctx: ServerContext): Route[] {
             metadata: v.optObject(b, 'metadata'),
             checkpoint: v.optObject(b, 'checkpoint'),
           },
-          identity,
+          caller,
         );
       },
     },
@@ -398,9 +447,9 @@ async function stateAt(
   id: string,
   checkpoint: Json,
   subgraphs: boolean,
-  identity: Identity,
+  caller: Caller,
 ) {
-  const thread = await getThread(ctx, id, identity);
+  const thread = await getThread(ctx, id, caller);
   const graph = await threadGraph(ctx, thread.value);
   if (!graph) return EMPTY_STATE;
   const state = await graph.getState(
@@ -419,9 +468,9 @@ async function history(
     metadata?: Json | undefined;
     checkpoint?: Json | undefined;
   },
-  identity: Identity,
+  caller: Caller,
 ) {
-  const thread = await getThread(ctx, id, identity);
+  const thread = await getThread(ctx, id, caller);
   const graph = await threadGraph(ctx, thread.value);
   if (!graph) return [];
   const out: Json[] = [];

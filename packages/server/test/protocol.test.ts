@@ -261,6 +261,80 @@ for (const db of await databases()) {
       expect(wrong.status).toBe(401);
     });
 
+    it('runs a LangGraph Auth object as the LangGraph API server does: handlers stamp, filter and refuse', async () => {
+      const { Auth, HTTPException } = await import('@langchain/langgraph-sdk/auth');
+      const auth = new Auth()
+        .authenticate((request: Request) => {
+          const user = /^Bearer (\w+)$/.exec(request.headers.get('authorization') ?? '')?.[1];
+          if (!user)
+            throw new HTTPException(401, {
+              message: 'Could not validate credentials',
+              headers: { 'WWW-Authenticate': 'Bearer' },
+            });
+          return { identity: user, permissions: user === 'eve' ? [] : ['write'] };
+        })
+        .on('*', ({ permissions }) => {
+          if (!permissions.includes('write'))
+            throw new HTTPException(403, { message: 'Not authorized' });
+        })
+        .on(['threads', 'assistants'], ({ action, value, user }) => {
+          if (action === 'create' || action === 'update' || action === 'create_run') {
+            const v = value as { metadata?: Record<string, unknown> | null };
+            v.metadata = { ...v.metadata, owner: user.identity };
+          }
+          return { owner: user.identity };
+        })
+        .on('store', ({ value, user }) => {
+          if (value.namespace?.length && !value.namespace.includes(user.identity))
+            throw new HTTPException(403, { message: 'Not your namespace' });
+          return { namespace: { $contains: user.identity } };
+        });
+      const ada = await start({ auth: { langgraph: auth } }, { authorization: 'Bearer ada' });
+      const { Client } = await import('@langchain/langgraph-sdk');
+      const as = (name: string) =>
+        new Client({ apiUrl: ada.url, defaultHeaders: { authorization: `Bearer ${name}` } });
+      const bob = as('bob');
+
+      const thread = await ada.client.threads.create({ metadata: { topic: 'x' } });
+      expect(thread.metadata).toEqual({ topic: 'x', owner: 'ada' });
+      await ada.client.runs.wait(thread.thread_id, 'agent', { input: userInput('mine') });
+      const state = await ada.client.threads.getState(thread.thread_id);
+      expect(JSON.stringify(state.values)).toContain('mine');
+      await expect(bob.threads.get(thread.thread_id)).rejects.toThrow(/HTTP 404/);
+      await expect(bob.threads.getHistory(thread.thread_id)).rejects.toThrow(/HTTP 404/);
+      await expect(
+        bob.runs.create(thread.thread_id, 'agent', { input: userInput('theirs') }),
+      ).rejects.toThrow(/HTTP 404/);
+      await expect(bob.threads.update(thread.thread_id, { metadata: { a: 1 } })).rejects.toThrow(
+        /HTTP 404/,
+      );
+      expect(await bob.threads.search()).toEqual([]);
+      expect((await ada.client.threads.search()).map((t) => t.thread_id)).toEqual([
+        thread.thread_id,
+      ]);
+      // The graph's own assistant has no owner: the handler's filter leaves it out.
+      expect(await bob.assistants.search()).toEqual([]);
+
+      await expect(bob.store.putItem(['ada'], 'k', { v: 1 })).rejects.toThrow(
+        /HTTP 403: Not your namespace/,
+      );
+      await bob.store.putItem(['bob', 'notes'], 'k', { v: 2 });
+      await ada.client.store.putItem(['ada', 'notes'], 'k', { v: 1 });
+      expect((await bob.store.searchItems([])).items.map((i) => i.namespace)).toEqual([
+        ['bob', 'notes'],
+      ]);
+      expect((await bob.store.listNamespaces()).namespaces).toEqual([['bob', 'notes']]);
+
+      // One handler decides, the most specific: crons have none but '*'.
+      await expect(as('eve').crons.search()).rejects.toThrow(/HTTP 403: Not authorized/);
+      expect(await as('eve').threads.search()).toEqual([]);
+      const anonymous = await fetch(`${ada.url}/threads/${thread.thread_id}`);
+      expect(anonymous.status).toBe(401);
+      expect(anonymous.headers.get('www-authenticate')).toBe('Bearer');
+      expect(await anonymous.text()).toBe('Could not validate credentials');
+      expect((await fetch(`${ada.url}/info`)).status).toBe(200);
+    });
+
     it('answers only loopback host names when bound to loopback', async () => {
       const { url } = await start();
       const port = new URL(url).port;

@@ -260,6 +260,12 @@ ALTER TABLE ${s}.memories ALTER COLUMN lineage_id SET NOT NULL;
 CREATE INDEX memories_by_lineage ON ${s}.memories (lineage_id, created_at, seq);`,
   },
   {
+    // Each lease's queue of waiting acquisitions, so a freed lease goes to the waiters of
+    // every process in the order they asked.
+    name: 'lease waiters',
+    sql: (s) => `ALTER TABLE ${s}.leases ADD COLUMN waiters jsonb NOT NULL DEFAULT '[]';`,
+  },
+  {
     // Branch-scoped memories: the thread and the message (`branchAnchor`) a memory hangs
     // on, null for every other memory (no memory was branch-scoped before).
     name: 'branch-scoped memories',

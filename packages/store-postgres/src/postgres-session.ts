@@ -3,7 +3,6 @@ import type {
   Checkpoint,
   Entry,
   JsonObject,
-  Lease,
   Memory,
   Message,
   StateCommit,
@@ -21,6 +20,7 @@ import type {
   MessageJump,
   SqlTable,
   StateCommitDraft,
+  StoredLease,
   ThreadRow,
   ThreadRowCounts,
   Tombstone,
@@ -611,15 +611,15 @@ export class PostgresSession implements DriverSession {
 
   // ---------------------------------------------------------------- leases
 
-  lockLease(key: string): Promise<Lease | null> {
+  lockLease(key: string): Promise<StoredLease | null> {
     return this.#find(LEASE, 'key = $1 FOR UPDATE', [key]);
   }
 
-  getLease(key: string): Promise<Lease | null> {
+  getLease(key: string): Promise<StoredLease | null> {
     return this.#find(LEASE, 'key = $1', [key]);
   }
 
-  async listLeases(afterKey: string | null, limit: number): Promise<Lease[]> {
+  async listLeases(afterKey: string | null, limit: number): Promise<StoredLease[]> {
     const rows = await this.#rows(
       `SELECT ${LEASE.columns} FROM ${this.#s}.leases WHERE key COLLATE "C" > $1 ORDER BY key COLLATE "C" LIMIT $2`,
       [afterKey ?? '', limit],
@@ -627,11 +627,12 @@ export class PostgresSession implements DriverSession {
     return rows.map(LEASE.decode);
   }
 
-  async putLease(lease: Lease, insert: boolean): Promise<boolean> {
+  async putLease(lease: StoredLease, insert: boolean): Promise<boolean> {
     const onConflict = insert
       ? 'NOTHING'
       : `UPDATE SET owner = EXCLUDED.owner, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,
-           expires_at = EXCLUDED.expires_at, released_at = EXCLUDED.released_at, data = EXCLUDED.data`;
+           expires_at = EXCLUDED.expires_at, released_at = EXCLUDED.released_at, data = EXCLUDED.data,
+           waiters = EXCLUDED.waiters`;
     return (await this.#insert(LEASE, lease, `ON CONFLICT (key) DO ${onConflict}`)).rowCount > 0;
   }
 

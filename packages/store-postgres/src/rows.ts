@@ -3,14 +3,13 @@ import type {
   Checkpoint,
   Entry,
   JsonValue,
-  Lease,
   Memory,
   Message,
   Thread,
   Turn,
 } from '@cairn/core';
 import type { EmbeddingSpace } from '@cairn/store';
-import { type MessageLink, SqlTable } from '@cairn/store/adapter';
+import { type MessageLink, SqlTable, type StoredLease } from '@cairn/store/adapter';
 import { packText, unpackJson } from './packed.js';
 
 /**
@@ -67,9 +66,9 @@ export const ENTRY = table<Entry>(
   'entries',
   'collection id group=group_id data* version createdAt updatedAt',
 );
-export const LEASE = table<Lease>(
+export const LEASE = table<StoredLease>(
   'leases',
-  'key owner acquiredAt renewedAt expiresAt releasedAt data*',
+  'key owner acquiredAt renewedAt expiresAt releasedAt data* waiters*',
 );
 export const EMBEDDING_SPACE = table<EmbeddingSpace>('embedding_space', 'embedderId dimensions');
 export const MEMORY = table<Memory>(

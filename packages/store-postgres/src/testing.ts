@@ -16,7 +16,8 @@
  * ```
  */
 import { newId } from '@cairn/core';
-import { type TestStoreKind, testStoreKind } from '@cairn/store/testing';
+// From its vitest-free module: bench/ imports this file outside vitest.
+import { type TestStoreKind, testStoreKind } from '@cairn/store/testing/kinds';
 import pg from 'pg';
 import { createPostgresStore } from './create-postgres-store.js';
 

@@ -248,7 +248,12 @@ export const MIGRATIONS: readonly Migration[] = [
   UPDATE cairn_memories SET lineage_id = id;
   CREATE INDEX cairn_memories_lineage ON cairn_memories (lineage_id, created_at, seq);
   `,
-  // 8: branch-scoped memories: the thread and the message (`branchAnchor`) a memory hangs
+  // 8: each lease's queue of waiting acquisitions (JSON), so a freed lease goes to the
+  // waiters of every process in the order they asked
+  `
+  ALTER TABLE cairn_leases ADD COLUMN waiters TEXT NOT NULL DEFAULT '[]';
+  `,
+  // 9: branch-scoped memories: the thread and the message (`branchAnchor`) a memory hangs
   // on, null for every other memory (no memory was branch-scoped before)
   `
   ALTER TABLE cairn_memories ADD COLUMN branch_thread_id TEXT;

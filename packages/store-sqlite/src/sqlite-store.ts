@@ -4,7 +4,6 @@ import type {
   Checkpoint,
   Entry,
   JsonObject,
-  Lease,
   Memory,
   Message,
   StateCommit,
@@ -22,6 +21,7 @@ import type {
   MessageBatchLookup,
   MessageJump,
   SessionOptions,
+  StoredLease,
   ThreadRow,
   ThreadRowCounts,
   Tombstone,
@@ -68,9 +68,9 @@ const ENTRIES = table<Entry>(
   'cairn_entries',
   'collection id group=group_id data* version createdAt updatedAt',
 );
-const LEASES = table<Lease>(
+const LEASES = table<StoredLease>(
   'cairn_leases',
-  'key owner acquiredAt renewedAt expiresAt releasedAt data*',
+  'key owner acquiredAt renewedAt expiresAt releasedAt data* waiters*',
 );
 
 /** Messages are read in bulk (whole chains): as arrays, decoded by position. */
@@ -431,22 +431,23 @@ class SqliteSession implements DriverSession {
 
   // ---------------------------------------------------------------- leases
 
-  getLease(key: string): Lease | null {
+  getLease(key: string): StoredLease | null {
     return this.#get(LEASES, 'WHERE key = ?', key);
   }
 
-  putLease(lease: Lease, insert: boolean): boolean {
+  putLease(lease: StoredLease, insert: boolean): boolean {
     const onConflict = insert
       ? 'NOTHING'
       : `UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,
-           expires_at = excluded.expires_at, released_at = excluded.released_at, data = excluded.data`;
+           expires_at = excluded.expires_at, released_at = excluded.released_at, data = excluded.data,
+           waiters = excluded.waiters`;
     return (
       this.#run(`${insertSql(LEASES)} ON CONFLICT (key) DO ${onConflict}`, LEASES.encode(lease)) ===
       1
     );
   }
 
-  listLeases(afterKey: string | null, limit: number): Lease[] {
+  listLeases(afterKey: string | null, limit: number): StoredLease[] {
     return afterKey === null
       ? this.#list(LEASES, 'ORDER BY key LIMIT ?', limit)
       : this.#list(LEASES, 'WHERE key > ? ORDER BY key LIMIT ?', afterKey, limit);

@@ -26,6 +26,23 @@ import type {
 } from '@cairn/core';
 import type { EmbeddingSpace, MemoryFilter, StoreCapabilities } from './store.js';
 
+/** An acquisition waiting for a lease, as the lease's row keeps it. */
+export interface LeaseWaiter {
+  owner: string;
+  /** When it first asked: waiters take a free lease in this order. */
+  since: number;
+  /** When its place lapses unless it asks again: a waiter that died leaves the queue then. */
+  until: number;
+}
+
+/**
+ * A lease as a driver stores it: the lease and its queue of waiting acquisitions, first
+ * come first served across every process (the front door shows only the lease).
+ */
+export interface StoredLease extends Lease {
+  waiters: LeaseWaiter[];
+}
+
 /**
  * A memory filter as a driver gets it: `visibleFrom` resolved by the front door to
  * `visibleAnchors`, the messages whose branch-scoped memories count (see `branchAnchor`):
@@ -351,17 +368,17 @@ export interface DriverSession {
    * front door's read-decide-write is atomic against other sessions. Only called in
    * write sessions. Optional, as `lockBranch` is: without it the front door reads.
    */
-  lockLease?(key: string): MaybePromise<Lease | null>;
-  getLease(key: string): MaybePromise<Lease | null>;
+  lockLease?(key: string): MaybePromise<StoredLease | null>;
+  getLease(key: string): MaybePromise<StoredLease | null>;
   /**
    * Writes the lease. With `insert: true` (no row existed when locked) it inserts only
    * if the key is still absent and returns false, writing nothing, when another session
    * inserted it first (the front door then locks and decides again). Otherwise it
    * replaces the row and returns true.
    */
-  putLease(lease: Lease, insert: boolean): MaybePromise<boolean>;
+  putLease(lease: StoredLease, insert: boolean): MaybePromise<boolean>;
   /** Leases with `key > afterKey` (all when null), by key (binary order), at most `limit`. */
-  listLeases(afterKey: string | null, limit: number): MaybePromise<Lease[]>;
+  listLeases(afterKey: string | null, limit: number): MaybePromise<StoredLease[]>;
 
   // ---------------------------------------------------------------- entries
 

@@ -23,6 +23,7 @@ import type {
   DriverMemoryFilter,
   DriverSession,
   StateCommitDraft,
+  StoredLease,
   Tombstone,
   TombstoneKey,
 } from './driver.js';
@@ -116,6 +117,7 @@ import {
   planLeaseAcquire,
   planLeaseRelease,
   planLeaseRenew,
+  planLeaseWait,
   planMessageBatch,
   planSupersede,
   resolveEmbeddingSpace,
@@ -210,11 +212,17 @@ class Door {
    * Runs `attempt` (an acquisition) until it does not meet another owner's live lease:
    * after each `CONFLICT` it sleeps until the lease is released (a notice, here or from
    * another process where the store hears them), expires, or `waitMs` has passed
-   * (`TIMEOUT`). One waiter per key of this instance tries at a time, in arrival order.
+   * (`TIMEOUT`). Each attempt keeps the waiter's place in the lease's queue, so a freed
+   * lease goes to the waiters of every process in the order they asked. One waiter per key
+   * of this instance is in that queue at a time, in arrival order.
    * Where releases in other processes go unheard (a SQLite file), it also looks again
    * every `UNHEARD_RECHECK_MS`.
    */
-  async waitForLease<T>(key: string, waitMs: number, attempt: () => Promise<T>): Promise<T> {
+  async waitForLease<T>(
+    key: string,
+    waitMs: number,
+    attempt: (queueUntil: number) => Promise<T>,
+  ): Promise<T> {
     const deadline = Date.now() + waitMs;
     const timedOut = (cause?: CairnError) =>
       new CairnError('TIMEOUT', `lease ${show(key)} still held after waiting ${waitMs} ms`, {
@@ -238,13 +246,16 @@ class Door {
           wake?.();
         });
         try {
-          return await attempt();
+          // Its place in the lease's queue holds until the deadline or the next refresh.
+          return await attempt(Math.min(deadline, Date.now() + WAITER_TTL_MS));
         } catch (e) {
           const expiresAt = (e as CairnError).details?.expiresAt;
           if (!isCairnError(e, 'CONFLICT') || typeof expiresAt !== 'number') throw e;
           if (Date.now() >= deadline) throw timedOut(e);
           if (released) continue;
-          let until = Math.min(deadline, expiresAt + 1);
+          // Awake when the holder's lease (or the first waiter's place) lapses, and in
+          // time to keep this waiter's own place.
+          let until = Math.min(deadline, expiresAt + 1, Date.now() + WAITER_TTL_MS / 2);
           if (unheard) until = Math.min(until, Date.now() + UNHEARD_RECHECK_MS);
           await sleepUntil(until, (w) => {
             wake = w;
@@ -335,6 +346,22 @@ const sameLease = (a: Lease, b: Lease) =>
 /** The lease, locked until the session ends (or read, where sessions exclude each other). */
 const lockLease = (s: DriverSession, key: string) =>
   s.lockLease ? s.lockLease(key) : s.getLease(key);
+
+/** A stored lease as the store shows it: without its queue of waiters. */
+function shownLease(l: StoredLease): Lease;
+function shownLease(l: StoredLease | null): Lease | null;
+function shownLease(l: StoredLease | null): Lease | null {
+  if (!l) return null;
+  const { waiters: _, ...lease } = l;
+  return lease;
+}
+
+/**
+ * How long a waiting acquisition's place in a lease's queue holds unless it asks again:
+ * a waiter refreshes it every half of this, and one that died blocks the lease's next
+ * hand-off for at most this long.
+ */
+const WAITER_TTL_MS = 5_000;
 
 /**
  * Appends version `expected + 1`, or returns null when the branch is missing or at
@@ -1187,8 +1214,10 @@ class FrontDoor implements Store {
       throw invalidArgument(
         'acquireLease waits (waitMs) only outside a transaction: a transaction would stay open while it waits',
       );
-    const attempt = () =>
-      this.#write(async (s) => {
+    // `queueUntil`: a waiting acquisition that meets `CONFLICT` takes (or keeps) its place in
+    // the lease's queue until then, committed, before the conflict is thrown.
+    const attempt = async (queueUntil?: number) => {
+      const outcome = await this.#write(async (s) => {
         // A first acquisition races on the insert; the loser locks the winner's row.
         for (;;) {
           const current = await lockLease(s, i.key);
@@ -1198,10 +1227,26 @@ class FrontDoor implements Store {
             await refuseForgotten(s, [
               { kind: 'thread', key: i.key.slice(RUN_LEASE_PREFIX.length) },
             ]);
-          const plan = planLeaseAcquire(current, i, this.#d.now());
+          const now = this.#d.now();
+          let plan: ReturnType<typeof planLeaseAcquire>;
+          try {
+            plan = planLeaseAcquire(current, i, now);
+          } catch (e) {
+            if (queueUntil === undefined || current === null || !isCairnError(e, 'CONFLICT'))
+              throw e;
+            await s.putLease(planLeaseWait(current, i.owner, now, queueUntil), false);
+            return e;
+          }
           if (await s.putLease(plan.lease, current === null)) return plan;
         }
       });
+      if (outcome instanceof CairnError) throw outcome;
+      return {
+        lease: shownLease(outcome.lease),
+        tookOver: shownLease(outcome.tookOver as StoredLease | null),
+        previous: shownLease(outcome.previous as StoredLease | null),
+      };
+    };
     return i.waitMs > 0 ? this.#d.waitForLease(i.key, i.waitMs, attempt) : attempt();
   }
 
@@ -1214,7 +1259,7 @@ class FrontDoor implements Store {
     return this.#write(async (s) => {
       const lease = planLeaseRenew(await lockLease(s, key), key, owner, ttl, patch, this.#d.now());
       await s.putLease(lease, false);
-      return lease;
+      return shownLease(lease);
     });
   }
 
@@ -1227,14 +1272,14 @@ class FrontDoor implements Store {
       const lease = planLeaseRelease(await lockLease(s, key), key, owner, patch, this.#d.now());
       await s.putLease(lease, false);
       touch({ kind: 'lease', key });
-      return lease;
+      return shownLease(lease);
     });
   }
 
   async getLease(key: string): Promise<Lease | null> {
     this.#open();
     checkName(key, 'lease key');
-    return this.#read(async (s) => s.getLease(key));
+    return this.#read(async (s) => shownLease(await s.getLease(key)));
   }
 
   // ---------------------------------------------------------------- memories
@@ -1539,7 +1584,11 @@ class FrontDoor implements Store {
     this.#open();
     const { limit, after } = checkPageOptions(options, 'listLeases');
     return this.#read(async (s) =>
-      keyPage(await s.listLeases(after, limit + 1), limit, (l) => l.key),
+      keyPage(
+        (await s.listLeases(after, limit + 1)).map((l) => shownLease(l)),
+        limit,
+        (l) => l.key,
+      ),
     );
   }
 
@@ -1560,7 +1609,8 @@ class FrontDoor implements Store {
             { key: l.key, owner: existing.owner, expiresAt: existing.expiresAt },
           );
         }
-        if (!(await s.putLease(l, existing === null)))
+        // A restored lease has no waiters: they wait in the processes of the source.
+        if (!(await s.putLease({ ...l, waiters: [] }, existing === null)))
           throw conflict(`lease ${show(l.key)} was taken while it was restored`, { key: l.key });
       }
     });

@@ -3,7 +3,6 @@ import {
   type Branch,
   type Checkpoint,
   type Entry,
-  type Lease,
   type Memory,
   type Message,
   type StateCommit,
@@ -20,6 +19,7 @@ import type {
   MessageJump,
   MessageLink,
   SessionOptions,
+  StoredLease,
   ThreadRow,
   ThreadRowCounts,
   Tombstone,
@@ -136,7 +136,7 @@ class MemoryDriver implements Driver, DriverSession {
   readonly #checkpoints = new Table<Seq<Checkpoint>>(this.#journal);
   readonly #commits = new Table<StateCommit[]>(this.#journal);
   readonly #turns = new Table<Turn>(this.#journal);
-  readonly #leases = new Table<Lease>(this.#journal);
+  readonly #leases = new Table<StoredLease>(this.#journal);
   /** By collection and id (`entryKey`). */
   readonly #entries = new Table<Entry>(this.#journal);
   readonly #memories = new Table<Seq<Memory>>(this.#journal);
@@ -425,16 +425,16 @@ class MemoryDriver implements Driver, DriverSession {
 
   // ---------------------------------------------------------------- leases
 
-  getLease(key: string): Lease | null {
+  getLease(key: string): StoredLease | null {
     const l = this.#leases.get(key);
     return l ? copy(l) : null;
   }
-  putLease(lease: Lease, insert: boolean): boolean {
+  putLease(lease: StoredLease, insert: boolean): boolean {
     if (insert && this.#leases.get(lease.key)) return false;
     this.#leases.set(lease.key, copy(lease));
     return true;
   }
-  listLeases(afterKey: string | null, limit: number): Lease[] {
+  listLeases(afterKey: string | null, limit: number): StoredLease[] {
     return afterKeyPage([...this.#leases.values()], (l) => l.key, afterKey, limit).map(copy);
   }
 

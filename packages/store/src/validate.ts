@@ -28,9 +28,8 @@ import {
   textProblem,
   type Viewer,
 } from '@cairn/core';
-import type { MessageJump, MessageLink } from './driver.js';
+import type { LeaseWaiter, MessageJump, MessageLink, StoredLease } from './driver.js';
 import type {
-  AcquiredLease,
   AcquireLeaseInput,
   ChainOptions,
   EmbeddingSpace,
@@ -568,12 +567,28 @@ export function checkLeaseData(data: unknown): JsonObject | undefined {
   return data === undefined ? undefined : checkObject(data, 'lease data');
 }
 
-/** What `acquireLease` does with the current row: the rule every store follows. */
+/** The waiters of a lease whose place has not lapsed at `now`, first come first. */
+function waitingAt(current: StoredLease | null, now: number): LeaseWaiter[] {
+  return (current?.waiters ?? []).filter((w) => w.until > now).sort((a, b) => a.since - b.since);
+}
+
+/** `acquireLease`'s plan: what to write, with what it replaced. */
+export interface LeaseAcquisition {
+  lease: StoredLease;
+  tookOver: Lease | null;
+  previous: Lease | null;
+}
+
+/**
+ * What `acquireLease` does with the current row: the rule every store follows. A live
+ * lease of another owner is `CONFLICT`; so is a free lease while another acquisition
+ * waits for it first: waiters take a released or expired lease in the order they asked.
+ */
 export function planLeaseAcquire(
-  current: Lease | null,
+  current: StoredLease | null,
   input: Required<AcquireLeaseInput>,
   now: number,
-): AcquiredLease {
+): LeaseAcquisition {
   const live = current !== null && current.releasedAt === null && current.expiresAt > now;
   if (live && current.owner !== input.owner) {
     throw new CairnError(
@@ -584,6 +599,23 @@ export function planLeaseAcquire(
       },
     );
   }
+  const queue = waitingAt(current, now);
+  const first = queue[0];
+  if (!live && first && first.owner !== input.owner) {
+    throw new CairnError(
+      'CONFLICT',
+      `lease ${show(input.key)} is free, but ${show(first.owner)} waits for it first (${queue.length} waiting)`,
+      {
+        details: {
+          key: input.key,
+          owner: first.owner,
+          expiresAt: first.until,
+          waiting: queue.length,
+        },
+      },
+    );
+  }
+  const waiters = queue.filter((w) => w.owner !== input.owner);
   if (live) {
     return {
       lease: {
@@ -591,6 +623,7 @@ export function planLeaseAcquire(
         renewedAt: now,
         expiresAt: now + input.ttlMs,
         data: { ...current.data, ...input.data },
+        waiters,
       },
       tookOver: null,
       previous: current,
@@ -606,21 +639,38 @@ export function planLeaseAcquire(
       expiresAt: now + input.ttlMs,
       releasedAt: null,
       data: input.data,
+      waiters,
     },
     tookOver: expired,
     previous: current,
   };
 }
 
+/**
+ * A waiting acquisition's place in the lease's queue: kept where it was (`since`) when it
+ * asks again, at the end when it is new; it lapses at `until` unless asked again.
+ */
+export function planLeaseWait(
+  current: StoredLease,
+  owner: string,
+  now: number,
+  until: number,
+): StoredLease {
+  const queue = waitingAt(current, now);
+  const mine = queue.find((w) => w.owner === owner);
+  const others = queue.filter((w) => w !== mine);
+  return { ...current, waiters: [...others, { owner, since: mine?.since ?? now, until }] };
+}
+
 /** The rule for `renewLease`: a live lease held by `owner`. */
 export function planLeaseRenew(
-  current: Lease | null,
+  current: StoredLease | null,
   key: string,
   owner: string,
   ttlMs: number,
   data: JsonObject | undefined,
   now: number,
-): Lease {
+): StoredLease {
   if (!current)
     throw new CairnError('NOT_FOUND', `lease ${show(key)} not found`, { details: { key } });
   if (current.owner !== owner || current.releasedAt !== null || current.expiresAt <= now) {
@@ -646,12 +696,12 @@ export function planLeaseRenew(
 
 /** The rule for `releaseLease`: only the owner releases; releasing twice is harmless. */
 export function planLeaseRelease(
-  current: Lease | null,
+  current: StoredLease | null,
   key: string,
   owner: string,
   data: JsonObject | undefined,
   now: number,
-): Lease {
+): StoredLease {
   if (!current)
     throw new CairnError('NOT_FOUND', `lease ${show(key)} not found`, { details: { key } });
   if (current.owner !== owner) {

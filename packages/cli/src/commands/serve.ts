@@ -1,7 +1,5 @@
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { createCairnServer, loadConfig, type ServerAuth } from '@cairn/server';
+import { createCairnServer, loadAuth, loadConfig, type ServerAuth } from '@cairn/server';
 import { CliError, openStore, type Target } from '../database.js';
 import type { Io } from '../output.js';
 
@@ -14,18 +12,6 @@ export interface ServeOptions {
   token?: string;
   corsOrigins: string[];
   testEndpoints: boolean;
-}
-
-/** The auth hook a `langgraph.json` names (`auth.path`: `./auth.js:auth`): a `ServerAuth` or an `authenticate` function. */
-async function loadAuth(spec: string, cwd: string): Promise<ServerAuth> {
-  const colon = spec.lastIndexOf(':');
-  const file = resolve(cwd, colon > 1 ? spec.slice(0, colon) : spec);
-  const name = colon > 1 ? spec.slice(colon + 1) : 'default';
-  const value = (await import(pathToFileURL(file).href))[name];
-  if (typeof value === 'function') return { authenticate: value };
-  if (value && (typeof value.authenticate === 'function' || typeof value.tokens === 'object'))
-    return value;
-  throw new CliError(`${spec} must export { authenticate(request) } or an authenticate function`);
 }
 
 /**
@@ -49,8 +35,15 @@ export async function serve(t: Target, o: ServeOptions, io: Io): Promise<number>
   const auth: ServerAuth | undefined = o.token
     ? { tokens: { [o.token]: 'default' } }
     : config.authPath
-      ? await loadAuth(config.authPath, config.cwd)
+      ? await loadAuth(config.authPath, config.cwd).catch((e: Error) => {
+          throw new CliError(e.message);
+        })
       : undefined;
+  const loopback = /^(localhost|127(\.\d{1,3}){3}|::1)$/.test(o.host);
+  if (!loopback && !auth && process.env.CAIRN_SERVE_INSECURE !== '1')
+    throw new CliError(
+      `--host ${o.host} lets other machines call the server: set --token (or CAIRN_SERVE_TOKEN) or auth.path in langgraph.json, or CAIRN_SERVE_INSECURE=1 to serve without auth`,
+    );
   const store = await openStore(t, t.kind === 'sqlite' ? 'create' : 'migrate');
   try {
     const server = await createCairnServer({

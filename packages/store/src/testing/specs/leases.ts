@@ -422,6 +422,33 @@ export function describeLeases(options: StoreConformanceOptions): void {
         expect(order).toEqual(['w1', 'w2', 'w3']);
       });
 
+      it('keeps a freed lease for its waiter: an acquisition that does not wait meets CONFLICT naming it', async () => {
+        const k = key();
+        await store().acquireLease({ key: k, owner: 'alice', ttlMs: LONG_TTL });
+        const waiting = store().acquireLease({
+          key: k,
+          owner: 'bob',
+          ttlMs: LONG_TTL,
+          waitMs: 30_000,
+        });
+        await sleep(50);
+        await store().releaseLease(k, 'alice');
+        const e = await expectCode(
+          () => store().acquireLease({ key: k, owner: 'dave', ttlMs: LONG_TTL }),
+          'CONFLICT',
+        );
+        expect(e.details).toMatchObject({ key: k, owner: 'bob' });
+        expect((await waiting).lease.owner).toBe('bob');
+        // The lease shows no queue; bob's place went with his acquisition.
+        await store().releaseLease(k, 'bob');
+        expect(Object.keys((await store().getLease(k))!).sort()).toEqual(
+          ['acquiredAt', 'data', 'expiresAt', 'key', 'owner', 'releasedAt', 'renewedAt'].sort(),
+        );
+        expect(
+          (await store().acquireLease({ key: k, owner: 'dave', ttlMs: LONG_TTL })).lease.owner,
+        ).toBe('dave');
+      });
+
       it('refuses a bad waitMs, and waiting inside a transaction', async () => {
         for (const waitMs of [-1, 1.5, '10', Number.NaN, 2 ** 31])
           await expectCode(

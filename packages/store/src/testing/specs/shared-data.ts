@@ -54,6 +54,40 @@ export function describeSharedData(options: StoreConformanceOptions): void {
     );
 
     it(
+      'hands a freed lease to the waiters of both stores in the order they asked, before anyone else',
+      pair(async (a, b) => {
+        const k = `lease-${newId()}`;
+        const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+        await a.acquireLease({ key: k, owner: 'alice', ttlMs: 60_000 });
+        const order: string[] = [];
+        const wait = (s: Store, owner: string) =>
+          s.acquireLease({ key: k, owner, ttlMs: 60_000, waitMs: 30_000 }).then(async () => {
+            order.push(owner);
+            await sleep(20);
+            await s.releaseLease(k, owner);
+          });
+        const bob = wait(b, 'bob');
+        await sleep(100);
+        const carol = wait(a, 'carol');
+        await sleep(100);
+        const erin = wait(b, 'erin');
+        await sleep(100);
+        await a.releaseLease(k, 'alice');
+        // Free, but bob asked first: an acquisition of either store that does not wait loses.
+        for (const s of [a, b]) {
+          const e = await s.acquireLease({ key: k, owner: 'dave', ttlMs: 60_000 }).then(
+            () => null,
+            (e: unknown) => e,
+          );
+          expect(isCairnError(e, 'CONFLICT')).toBe(true);
+        }
+        await Promise.all([bob, carol, erin]);
+        expect(order).toEqual(['bob', 'carol', 'erin']);
+      }),
+      SLOW_TEST_TIMEOUT,
+    );
+
+    it(
       'sees at once what the first store wrote',
       pair(async (a, b) => {
         const t = await makeThread(a);
