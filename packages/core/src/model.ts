@@ -158,6 +158,16 @@ export interface MemorySource {
   threadId: string;
   branchId?: string;
   messageIds: string[];
+  /**
+   * Branch-scoped (opt-in): the memory is seen only from a branch of `threadId` whose chain
+   * holds its last message (`messageIds`, in chain order, the last the one it was learned
+   * at): the branch it was written on and the branches forked after that message, not a
+   * branch forked before it nor one rewound past it, and not from another thread or from
+   * no branch (see `MemoryFilter.visibleFrom`). Kept as given, like the rest of the source:
+   * while its last message is not stored (its thread deleted, or not copied yet) it is
+   * seen from no branch.
+   */
+  branchScoped?: boolean;
 }
 
 /**

@@ -256,4 +256,25 @@ describe('memory search', () => {
       supersededAt: null,
     });
   });
+
+  it('lists branch-scoped memories, saying they are', async () => {
+    await store.addMemories([
+      {
+        agentId: 'a',
+        content: { text: 'scoped lives in Rome' },
+        source: { threadId: seeded.threadId, messageIds: [seeded.main[0]!.id], branchScoped: true },
+      },
+    ]);
+    const { body } = await get('/api/memory/search?q=scoped&mode=keyword');
+    expect(body.hits).toMatchObject([
+      {
+        text: 'scoped lives in Rome',
+        provenance: {
+          threadId: seeded.threadId,
+          messageIds: [seeded.main[0]!.id],
+          branchScoped: true,
+        },
+      },
+    ]);
+  });
 });

@@ -17,6 +17,7 @@ import {
   type Viewer,
 } from '@cairn/core';
 import {
+  type BranchView,
   contentHash,
   cosineSimilarity,
   MAX_MEMORY_TEXT_LENGTH,
@@ -26,6 +27,7 @@ import {
   type Store,
 } from '@cairn/store';
 import {
+  branchAnchor,
   checkId,
   checkMemoryPatch,
   checkMemoryVersion,
@@ -67,7 +69,11 @@ export interface RememberInput {
   validFrom?: Timestamp | null;
   /** When it stops holding (exclusive); default null: open. */
   validTo?: Timestamp | null;
-  /** The messages it was learned from; recall hits carry it (`hit.memory.source`). */
+  /**
+   * The messages it was learned from; recall hits carry it (`hit.memory.source`). With
+   * `branchScoped: true` the memory is recalled only from a branch whose chain holds the
+   * last of these messages (see `RecallOptions.branch`).
+   */
   source?: MemorySource | null;
 }
 
@@ -169,6 +175,14 @@ export interface RecallOptions {
    * the current version of each fact, and only facts whose validity includes now.
    */
   asOf?: AsOf;
+  /**
+   * Where the conversation stands: a thread and one of its branches (default: the
+   * thread's active branch). Branch-scoped memories (`source.branchScoped`) are recalled
+   * only when their message is on that branch's chain: from the branch they were learned
+   * on and branches forked after it, not from one forked before or rewound past it.
+   * Without it no branch-scoped memory is recalled. Other memories are unaffected.
+   */
+  branch?: BranchView;
   signal?: AbortSignal;
 }
 
@@ -197,6 +211,8 @@ export interface RecentOptions {
   limit?: number;
   /** Default: this agent, in `roomId`. */
   viewer?: Viewer;
+  /** Where the conversation stands, for branch-scoped memories (see `RecallOptions.branch`). */
+  branch?: BranchView;
 }
 
 export interface UpdateInput {
@@ -346,6 +362,7 @@ function dedupeKey(
     worldId?: string | null;
     validFrom?: Timestamp | null;
     validTo?: Timestamp | null;
+    source?: MemorySource | null;
   },
 ): string {
   return JSON.stringify([
@@ -357,6 +374,8 @@ function dedupeKey(
     p.contentHash,
     p.validFrom ?? null,
     p.validTo ?? null,
+    // A branch-scoped memory is the same only where it hangs on the same message.
+    branchAnchor({ source: p.source ?? null }),
   ]);
 }
 
@@ -691,6 +710,7 @@ export class AgentMemory {
         'recencyHalfLifeMs',
         'now',
         'asOf',
+        'branch',
         'signal',
       ]),
     );
@@ -735,6 +755,7 @@ export class AgentMemory {
     const filter: MemoryFilter = {
       viewer,
       ...timeFilter(options.asOf, options.now ?? Date.now()),
+      visibleFrom: options.branch ?? null,
     };
     if (options.types !== undefined) filter.types = options.types;
     if (options.roomId !== undefined) filter.roomId = options.roomId;
@@ -846,12 +867,16 @@ export class AgentMemory {
     checkKeys(
       options,
       'recent options',
-      keysOf<RecentOptions>()(['roomId', 'types', 'limit', 'viewer']),
+      keysOf<RecentOptions>()(['roomId', 'types', 'limit', 'viewer', 'branch']),
     );
     const limit = checkLimit(options.limit, 20, 10_000);
     const roomId = optionalString(options.roomId, 'roomId');
     const viewer = checkViewer(options.viewer ?? { agentId: this.agentId, roomId });
-    const filter: MemoryFilter = { viewer, validAt: Date.now() };
+    const filter: MemoryFilter = {
+      viewer,
+      validAt: Date.now(),
+      visibleFrom: options.branch ?? null,
+    };
     if (roomId !== null) filter.roomId = roomId;
     if (options.types !== undefined) filter.types = options.types;
     return this.#store.listMemories(filter, { limit, order: 'newest' });

@@ -8,6 +8,7 @@ import {
   type ProviderContext,
   type Viewer,
 } from '@cairn/core';
+import type { BranchView } from '@cairn/store';
 import type { AgentMemory, RecallHit, RecallMode } from './agent-memory.js';
 
 /** What `memoriesProvider` puts in `data.memories`. */
@@ -23,6 +24,12 @@ export interface MemoriesProviderOptions<M extends ComposeMessage = ComposeMessa
   limit?: number;
   /** Who is asking, from the composer's context (the user's room and world). Required: there is no safe guess. */
   viewerFrom: (ctx: ProviderContext<M, S>) => Viewer;
+  /**
+   * Where the conversation stands, from the context (a thread and branch): branch-scoped
+   * memories are recalled only from branches that hold their message (see
+   * `RecallOptions.branch`). Default: none, so no branch-scoped memory is recalled.
+   */
+  branchFrom?: (ctx: ProviderContext<M, S>) => BranchView | null | undefined;
   /** The query, from the context (default: the message's text: `message` itself when a string, else its `text`, `content` or `data` (or their `.text`) when strings). */
   queryFrom?: (ctx: ProviderContext<M, S>) => string | null | undefined;
   /** Default `MEMORIES`. */
@@ -90,6 +97,7 @@ export function memoriesProvider<M extends ComposeMessage = ComposeMessage, S = 
     keysOf<MemoriesProviderOptions>()([
       'limit',
       'viewerFrom',
+      'branchFrom',
       'queryFrom',
       'name',
       'mode',
@@ -118,8 +126,10 @@ export function memoriesProvider<M extends ComposeMessage = ComposeMessage, S = 
       const query = queryFrom(ctx);
       if (typeof query !== 'string' || query.trim() === '')
         return { text: '', values: { memories: '' }, data: { memories: [] } };
+      const branch = options.branchFrom?.(ctx);
       const hits: RecallHit[] = await memory.recall(query, {
         viewer: options.viewerFrom(ctx),
+        ...(branch ? { branch } : {}),
         limit,
         ...(options.mode === undefined ? {} : { mode: options.mode }),
         ...(options.types === undefined ? {} : { types: options.types }),

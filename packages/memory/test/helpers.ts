@@ -94,3 +94,35 @@ export function leaks(viewer: Viewer, memories: Memory[]): Memory[] {
 }
 
 export { isCairnError };
+
+const SYLLABLES = ['ka', 'bo', 'ri', 'ton', 'mel', 'zu', 'fa', 'dor', 'li', 'quen', 'sa', 'vik'];
+const CITIES = ['Paris', 'Berlin', 'Oslo', 'Lisbon', 'Kyoto', 'Lima', 'Quito', 'Accra', 'Perth'];
+
+/** A fact with its dated revisions: where someone lived, from `validFrom` on. */
+export interface FactScript {
+  name: string;
+  revisions: Array<{ text: string; validFrom: number }>;
+}
+
+/**
+ * `n` people (distinct made-up names, up to 1,728) each moving `revisions - 1` times: a
+ * revision every 30 to 89 days from 2020 on, seeded, so every run writes the same script.
+ */
+export function factScript(n: number, revisions: number, seed = 28): FactScript[] {
+  const r = rng(seed);
+  const day = 86_400_000;
+  return Array.from({ length: n }, (_, i) => {
+    const name = [i % 12, Math.floor(i / 12) % 12, Math.floor(i / 144) % 12]
+      .map((k) => SYLLABLES[k]!)
+      .join('');
+    const proper = name[0]!.toUpperCase() + name.slice(1);
+    let at = Date.UTC(2020, 0, 1) + r.int(365) * day;
+    return {
+      name: proper,
+      revisions: Array.from({ length: revisions }, (_, k) => {
+        if (k > 0) at += (30 + r.int(60)) * day;
+        return { text: `${proper} lives in ${CITIES[(i + k) % CITIES.length]}`, validFrom: at };
+      }),
+    };
+  });
+}

@@ -54,6 +54,52 @@ describe('memoriesProvider with @cairn/compose', () => {
     expect(second.text).toContain('The picnic moved to Sunday');
   });
 
+  it('recalls branch-scoped memories from the branch branchFrom names, and none without it', async () => {
+    const store = createMemoryStore();
+    const memory = createMemory({ store, agentId: 'assistant' });
+    const { thread, branch } = await store.createThreadWithBranch({});
+    const { messages } = await store.addMessagesOnBranch(branch.id, null, [
+      {
+        threadId: thread.id,
+        parentId: null,
+        role: 'user',
+        data: 'my dog is Rex',
+        id: `rex-${thread.id}`,
+      },
+    ]);
+    await memory.remember({
+      text: 'The dog is called Rex',
+      source: { threadId: thread.id, messageIds: [messages[0]!.id], branchScoped: true },
+    });
+    const other = await store.createBranch({
+      threadId: thread.id,
+      name: 'before',
+      headMessageId: null,
+    });
+    const message = {
+      id: 'm2',
+      roomId: 'r',
+      userId: 'u',
+      data: { text: 'what is the dog called?' },
+      branchId: branch.id,
+    };
+    const compose = async (
+      branchFrom?: (ctx: ProviderContext<typeof message>) => { threadId: string; branchId: string },
+    ) => {
+      const provider = memoriesProvider<typeof message>(memory, {
+        viewerFrom: () => ({ agentId: 'assistant' }),
+        ...(branchFrom ? { branchFrom } : {}),
+      });
+      return (await createComposer<typeof message>({ providers: [provider] }).compose(message))
+        .text;
+    };
+    expect(
+      await compose((ctx) => ({ threadId: thread.id, branchId: ctx.message.branchId })),
+    ).toContain('Rex');
+    expect(await compose(() => ({ threadId: thread.id, branchId: other.id }))).not.toContain('Rex');
+    expect(await compose()).not.toContain('Rex');
+  });
+
   it('returns nothing when the message has no text', async () => {
     const memory = createMemory({ store: createMemoryStore(), agentId: 'a' });
     await memory.remember({ text: 'anything' });

@@ -278,6 +278,15 @@ CREATE INDEX memories_by_lineage ON ${s}.memories (lineage_id, created_at, seq);
   PRIMARY KEY (kind, key)
 );`,
   },
+  {
+    // Branch-scoped memories: the thread and the message (`branchAnchor`) a memory hangs
+    // on, null for every other memory (no memory was branch-scoped before).
+    name: 'branch-scoped memories',
+    sql: (s) => `ALTER TABLE ${s}.memories ADD COLUMN branch_thread_id text,
+  ADD COLUMN branch_message_id text;
+CREATE INDEX memories_by_branch ON ${s}.memories (branch_thread_id, branch_message_id)
+  WHERE branch_thread_id IS NOT NULL;`,
+  },
 ];
 
 /** Moves every branch's state commits into segments, the newest as its tail, then drops their table. */

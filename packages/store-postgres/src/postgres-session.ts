@@ -9,9 +9,10 @@ import type {
   Thread,
   Turn,
 } from '@cairn/core';
-import type { EmbeddingSpace, MemoryFilter } from '@cairn/store';
+import type { EmbeddingSpace } from '@cairn/store';
 import type {
   DataKeyRow,
+  DriverMemoryFilter,
   DriverSession,
   KeywordCandidate,
   LatestCommitConditions,
@@ -27,7 +28,7 @@ import type {
   Tombstone,
   TombstoneKey,
 } from '@cairn/store/adapter';
-import { BM25, chainSql, memoryFilterSql } from '@cairn/store/adapter';
+import { BM25, branchAnchor, chainSql, memoryFilterSql } from '@cairn/store/adapter';
 import { searchQuery, searchVector } from './keyword-index.js';
 import { ident, literal, type VectorSupport } from './migrations.js';
 import type { Queryable, Row } from './queryable.js';
@@ -728,16 +729,20 @@ export class PostgresSession implements DriverSession {
     await this.#q.query(
       `INSERT INTO ${this.#s}.memories (id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata,
          content_hash, embedding, embedding_norm, search, search_len, created_at,
-         valid_from, valid_to, superseded_at, supersedes, lineage_id, source)
+         valid_from, valid_to, superseded_at, supersedes, lineage_id, source,
+         branch_thread_id, branch_message_id)
        SELECT id, type, agent_id, entity_id, room_id, world_id, scope, content::jsonb, metadata::jsonb,
          content_hash, embedding::float8[], embedding_norm, search::tsvector, search_len, created_at,
-         valid_from, valid_to, superseded_at, supersedes, lineage_id, source::jsonb
+         valid_from, valid_to, superseded_at, supersedes, lineage_id, source::jsonb,
+         branch_thread_id, branch_message_id
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
          $9::text[], $10::text[], $11::text[], $12::float8[], $13::text[], $14::int[], $15::float8[],
-         $16::float8[], $17::float8[], $18::float8[], $19::text[], $20::text[], $21::text[])
+         $16::float8[], $17::float8[], $18::float8[], $19::text[], $20::text[], $21::text[],
+         $22::text[], $23::text[])
          WITH ORDINALITY AS u(id, type, agent_id, entity_id, room_id, world_id, scope, content, metadata,
            content_hash, embedding, embedding_norm, search, search_len, created_at,
-           valid_from, valid_to, superseded_at, supersedes, lineage_id, source, ord)
+           valid_from, valid_to, superseded_at, supersedes, lineage_id, source,
+           branch_thread_id, branch_message_id, ord)
        ORDER BY ord`,
       [
         memories.map((m) => m.id),
@@ -761,6 +766,8 @@ export class PostgresSession implements DriverSession {
         memories.map((m) => m.supersedes),
         memories.map((m) => m.lineageId),
         memories.map((m) => (m.source === null ? null : JSON.stringify(m.source))),
+        memories.map((m) => (branchAnchor(m) === null ? null : m.source!.threadId)),
+        memories.map(branchAnchor),
       ],
     );
     return memories;
@@ -831,7 +838,7 @@ export class PostgresSession implements DriverSession {
   }
 
   async listMemories(
-    filter: MemoryFilter,
+    filter: DriverMemoryFilter,
     limit: number,
     order: 'newest' | 'oldest',
   ): Promise<Memory[]> {
@@ -853,7 +860,25 @@ export class PostgresSession implements DriverSession {
     return rows.map(MEMORY.decode);
   }
 
-  async countMemories(filter: MemoryFilter): Promise<number> {
+  async branchAnchors(
+    threadId: string,
+    maxDepth: number,
+  ): Promise<Array<{ id: string; depth: number }>> {
+    // Each anchor's depth by its key, one lookup per memory: a join could be planned as a
+    // scan of the thread's messages.
+    const rows = await this.#rows(
+      `SELECT a.id, a.depth FROM (
+         SELECT DISTINCT m.branch_message_id AS id,
+           (SELECT x.depth FROM ${this.#s}.messages x
+             WHERE x.id = m.branch_message_id AND x.thread_id = $1) AS depth
+           FROM ${this.#s}.memories m WHERE m.branch_thread_id = $1) a
+        WHERE a.depth <= $2`,
+      [threadId, maxDepth],
+    );
+    return rows.map((r) => ({ id: r.id as string, depth: Number(r.depth) }));
+  }
+
+  async countMemories(filter: DriverMemoryFilter): Promise<number> {
     const params: unknown[] = [];
     const rows = await this.#rows(
       `SELECT count(*) AS n FROM ${this.#s}.memories WHERE ${memoryWhere(filter, params)}`,
@@ -864,7 +889,7 @@ export class PostgresSession implements DriverSession {
 
   async vectorCandidates(query: {
     vector: number[];
-    filter: MemoryFilter;
+    filter: DriverMemoryFilter;
     count: number;
     minSimilarity?: number;
   }): Promise<MemoryRow[]> {
@@ -899,7 +924,7 @@ export class PostgresSession implements DriverSession {
 
   /** The HNSW index, with pgvector's iterative scan so a selective filter still fills `count`. */
   async #hnsw(
-    query: { vector: number[]; filter: MemoryFilter; count: number },
+    query: { vector: number[]; filter: DriverMemoryFilter; count: number },
     v: string,
     dims: number,
   ): Promise<Row[]> {
@@ -921,7 +946,7 @@ export class PostgresSession implements DriverSession {
    */
   async keywordCandidates(query: {
     terms: string[];
-    filter: MemoryFilter;
+    filter: DriverMemoryFilter;
     count: number;
   }): Promise<KeywordCandidate[]> {
     const m = this.#s;
@@ -1157,7 +1182,7 @@ export function hnswSearchSql(
   v: string,
   dims: number,
   vector: number[],
-  filter: MemoryFilter,
+  filter: DriverMemoryFilter,
   count: number,
 ): { text: string; params: unknown[]; efSearch: number } {
   const params: unknown[] = [vectorLiteral(vector), count];
@@ -1199,7 +1224,7 @@ async function ensureVectorIndex(c: SessionContext, q: Queryable, dims: number):
 }
 
 /** The filter as SQL over the memories table, values appended to `params`. */
-function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
+function memoryWhere(filter: DriverMemoryFilter, params: unknown[]): string {
   return memoryFilterSql(filter, {
     column: (name) => name,
     value(v) {

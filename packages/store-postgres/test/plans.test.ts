@@ -121,6 +121,24 @@ async function workload(store: Store, agentId: string): Promise<void> {
   await store.listMemories({ lineageIds: [moved.lineageId] }, { order: 'oldest' });
   await store.listMemories({ agentId, roomId: thread.id, validAt: Date.now() });
   await store.countMemories({ agentId, validAt: Date.now(), knownAt: Date.now() - 1 });
+  // A memory scoped to the fork, checked as written, recalled from the fork, the active
+  // branch and from no branch.
+  await store.addMemories([
+    {
+      agentId,
+      content: { text: `scoped ${thread.id}` },
+      source: {
+        threadId: thread.id,
+        branchId: fork.id,
+        messageIds: [ms[2]!.id, ms[3]!.id],
+        branchScoped: true,
+      },
+    },
+  ]);
+  const fromFork = { agentId, visibleFrom: { threadId: thread.id, branchId: fork.id } };
+  await store.searchMemories({ text: 'scoped', filter: fromFork });
+  await store.listMemories({ agentId, visibleFrom: { threadId: thread.id } });
+  await store.countMemories({ agentId, visibleFrom: null });
   await store.putCachedEmbeddings('e', [{ contentHash: `h-${thread.id}`, embedding: [1, 0] }]);
   await store.getCachedEmbeddings('e', [`h-${thread.id}`]);
   await store.putEntries([
@@ -208,6 +226,21 @@ describe.skipIf(skip)('plans on tables grown from empty, generic plans forced', 
           content: { text: `remember crowd ${i} ${j}` },
         })),
       );
+    // Memories scoped to the grown thread's branch, learned along its chain.
+    const scoped: string[] = [];
+    for (let i = 0; i < 10; i++)
+      for (const m of await store.addMemories(
+        Array.from({ length: 50 }, (_, j) => ({
+          agentId: 'crowd',
+          content: { text: `scoped crowd ${i} ${j}` },
+          source: {
+            threadId: thread.id,
+            messageIds: [grown[(i * 50 + j) * 3]!.id],
+            branchScoped: true,
+          },
+        })),
+      ))
+        scoped.push(m.id);
     for (let i = 0; i < 1_000; i += 100)
       await store.putEntries(
         Array.from({ length: 100 }, (_, j) => ({
@@ -228,6 +261,9 @@ describe.skipIf(skip)('plans on tables grown from empty, generic plans forced', 
     await store.getChain(head.id, { limit: 50 });
     await store.getChain(head.id, { limit: 1, beforeDepth: 2 });
     await store.isAncestor(root.id, head.id);
+    const fromHead = { agentId: 'crowd', visibleFrom: { threadId: thread.id } };
+    await store.listMemories({ ...fromHead, lineageIds: [scoped[250]!] });
+    await store.searchMemories({ text: 'scoped crowd', filter: fromHead });
     await store.getLatestStateCommit(branch.id, { maxMessageDepth: 100 });
     recording.on = false;
   }, 300_000);

@@ -1,12 +1,11 @@
 import type { Memory, MemoryScope, MemoryType } from '@cairn/core';
-import type { MemoryFilter } from '@cairn/store';
-import { memoryFilterSql } from '@cairn/store/adapter';
+import { type DriverMemoryFilter, memoryFilterSql } from '@cairn/store/adapter';
 
 /**
  * The memory filter over `cairn_memories m`, its values appended to `params`. Lists
  * travel as one JSON parameter, so a long `ids` list never meets SQLite's variable limit.
  */
-export function memoryWhere(filter: MemoryFilter, params: unknown[]): string {
+export function memoryWhere(filter: DriverMemoryFilter, params: unknown[]): string {
   return memoryFilterSql(filter, {
     column: (name) => `m.${name}`,
     value(v) {

@@ -265,6 +265,14 @@ export const MIGRATIONS: readonly Migration[] = [
     PRIMARY KEY (kind, key)
   ) WITHOUT ROWID;
   `,
+  // 10: branch-scoped memories: the thread and the message (`branchAnchor`) a memory hangs
+  // on, null for every other memory (no memory was branch-scoped before)
+  `
+  ALTER TABLE cairn_memories ADD COLUMN branch_thread_id TEXT;
+  ALTER TABLE cairn_memories ADD COLUMN branch_message_id TEXT;
+  CREATE INDEX cairn_memories_branch ON cairn_memories (branch_thread_id, branch_message_id)
+    WHERE branch_thread_id IS NOT NULL;
+  `,
 ];
 
 /** Gives every stored message its jump pointer, a thread at a time. */

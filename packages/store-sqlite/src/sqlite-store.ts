@@ -10,10 +10,11 @@ import type {
   Thread,
   Turn,
 } from '@cairn/core';
-import type { EmbeddingSpace, MemoryFilter, StoreCapabilities } from '@cairn/store';
+import type { EmbeddingSpace, StoreCapabilities } from '@cairn/store';
 import type {
   DataKeyRow,
   Driver,
+  DriverMemoryFilter,
   DriverSession,
   KeywordCandidate,
   LatestCommitConditions,
@@ -28,7 +29,7 @@ import type {
   Tombstone,
   TombstoneKey,
 } from '@cairn/store/adapter';
-import { chainSql, lockTimeout, SqlTable, withSavepoint } from '@cairn/store/adapter';
+import { branchAnchor, chainSql, lockTimeout, SqlTable, withSavepoint } from '@cairn/store/adapter';
 import { type Connection, isBusy, untilUnlocked } from './connection.js';
 import {
   AFTER_MEMORY_COLUMNS,
@@ -94,14 +95,22 @@ const messageFromRow = (r: Row): Message => ({
 const MEMORIES = table<Memory>(
   'cairn_memories',
   'id type agentId entityId roomId worldId scope content* text metadata* contentHash embedding createdAt ' +
-    'validFrom validTo supersededAt supersedes lineageId source*',
+    'validFrom validTo supersededAt supersedes lineageId source* branchThreadId branchMessageId',
 );
-/** A memory's column values: its text for the keyword index, its vector as float32. */
-const memoryFields = (m: Memory): Fields => ({
-  ...MEMORIES.encode(m),
-  text: m.content.text,
-  embedding: m.embedding === null ? null : encodeVector(m.embedding),
-});
+/**
+ * A memory's column values: its text for the keyword index, its vector as float32, the
+ * thread and message a branch-scoped memory hangs on.
+ */
+const memoryFields = (m: Memory): Fields => {
+  const anchor = branchAnchor(m);
+  return {
+    ...MEMORIES.encode(m),
+    text: m.content.text,
+    embedding: m.embedding === null ? null : encodeVector(m.embedding),
+    branchThreadId: anchor === null ? null : m.source!.threadId,
+    branchMessageId: anchor,
+  };
+};
 
 /** A memory as a reader gets it back: vectors are stored as float32. */
 const asStored = (m: Memory): Memory =>
@@ -539,7 +548,7 @@ class SqliteSession implements DriverSession {
     return this.#run(`DELETE FROM cairn_memories WHERE id ${IN_LIST}`, json(ids));
   }
 
-  listMemories(filter: MemoryFilter, limit: number, order: 'newest' | 'oldest'): Memory[] {
+  listMemories(filter: DriverMemoryFilter, limit: number, order: 'newest' | 'oldest'): Memory[] {
     const params: unknown[] = [];
     const dir = order === 'newest' ? 'DESC' : 'ASC';
     return this.#raw(
@@ -560,7 +569,19 @@ class SqliteSession implements DriverSession {
     );
   }
 
-  countMemories(filter: MemoryFilter): number {
+  branchAnchors(threadId: string, maxDepth: number): Array<{ id: string; depth: number }> {
+    return this.#raw(
+      `SELECT DISTINCT x.id, x.depth FROM cairn_memories m
+         JOIN cairn_messages x ON x.id = m.branch_message_id
+        WHERE m.branch_thread_id = ? AND x.thread_id = ? AND x.depth <= ?`,
+      (r) => ({ id: r[0] as string, depth: r[1] as number }),
+      threadId,
+      threadId,
+      maxDepth,
+    );
+  }
+
+  countMemories(filter: DriverMemoryFilter): number {
     const params: unknown[] = [];
     const where = memoryWhere(filter, params);
     return (

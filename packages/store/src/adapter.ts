@@ -8,6 +8,7 @@
 export type {
   DataKeyRow,
   Driver,
+  DriverMemoryFilter,
   DriverSession,
   KeywordCandidate,
   LatestCommitConditions,
@@ -37,6 +38,7 @@ export { type CreateStoreOptions, createStore } from './front-door.js';
 export { memoryDriver } from './memory-driver.js';
 export {
   BM25,
+  branchAnchor,
   cosineSimilarity,
   holdsAt,
   keywordTokens,

@@ -44,6 +44,16 @@ export interface StoredLease extends Lease {
   waiters: LeaseWaiter[];
 }
 
+/**
+ * A memory filter as a driver gets it: `visibleFrom` resolved by the front door to
+ * `visibleAnchors`, the messages whose branch-scoped memories count (see `branchAnchor`):
+ * a memory counts when it is not branch-scoped or its anchor is among them. Left out: no
+ * condition.
+ */
+export type DriverMemoryFilter = Omit<MemoryFilter, 'visibleFrom'> & {
+  visibleAnchors?: readonly string[];
+};
+
 /** A value or a promise of it: a synchronous driver (SQLite) returns plain values. */
 export type MaybePromise<T> = T | Promise<T>;
 
@@ -450,11 +460,21 @@ export interface DriverSession {
    * `createdAt` then creation order (`order: 'newest'`: both descending), at most `limit`.
    */
   listMemories(
-    filter: MemoryFilter,
+    filter: DriverMemoryFilter,
     limit: number,
     order: 'newest' | 'oldest',
   ): MaybePromise<Memory[]>;
-  countMemories(filter: MemoryFilter): MaybePromise<number>;
+  countMemories(filter: DriverMemoryFilter): MaybePromise<number>;
+  /**
+   * The anchors (`branchAnchor`) of the thread's branch-scoped memories (those whose
+   * `source.threadId` is `threadId`) that are stored messages of depth at most
+   * `maxDepth`, each once, with their depth, in any order. Cost follows the number of
+   * such memories, not the table's size.
+   */
+  branchAnchors(
+    threadId: string,
+    maxDepth: number,
+  ): MaybePromise<Array<{ id: string; depth: number }>>;
   /** Memories with `id > afterId` (all when null), by id (binary order), at most `limit`. */
   scanMemories(afterId: string | null, limit: number): MaybePromise<Memory[]>;
   /**
@@ -467,7 +487,7 @@ export interface DriverSession {
    */
   vectorCandidates(query: {
     vector: number[];
-    filter: MemoryFilter;
+    filter: DriverMemoryFilter;
     count: number;
     minSimilarity?: number;
   }): MaybePromise<MemoryRow[]>;
@@ -478,7 +498,7 @@ export interface DriverSession {
    */
   keywordCandidates(query: {
     terms: string[];
-    filter: MemoryFilter;
+    filter: DriverMemoryFilter;
     count: number;
   }): MaybePromise<KeywordCandidate[]>;
   getEmbeddingSpace(): MaybePromise<EmbeddingSpace | null>;

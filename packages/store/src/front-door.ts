@@ -21,6 +21,7 @@ import {
 import type {
   DataKeyRow,
   Driver,
+  DriverMemoryFilter,
   DriverSession,
   StateCommitDraft,
   StoredLease,
@@ -566,6 +567,55 @@ function subjectTombstones(subject: ForgetSubject, at: number): Tombstone[] {
   if (subject.entityId !== undefined) out.push({ kind: 'entity', key: subject.entityId, at });
   if (subject.worldId !== undefined) out.push({ kind: 'world', key: subject.worldId, at });
   return out;
+}
+
+/** Anchor depths at most this far apart are checked by one chain read (see `depthRanges`). */
+const ANCHOR_GAP = 16;
+
+/**
+ * The distinct `depths` as ranges `[min, max]`, deepest first, a new range wherever two
+ * depths are more than `gap` apart: reading the chain over these ranges costs at most
+ * `gap` rows per depth, however long the chain between them.
+ */
+function depthRanges(depths: readonly number[], gap: number): Array<[number, number]> {
+  const ranges: Array<[number, number]> = [];
+  for (const d of [...new Set(depths)].sort((a, b) => b - a)) {
+    const last = ranges.at(-1);
+    if (last && last[0] - d <= gap) last[0] = d;
+    else ranges.push([d, d]);
+  }
+  return ranges;
+}
+
+/**
+ * The filter as a driver takes it: `visibleFrom` resolved to the anchors of the branch-
+ * scoped memories it sees (`visibleAnchors`), those on the chain of the viewing branch's
+ * head. The work follows the thread's branch-scoped memories (their anchors, and the
+ * chain near each anchor's depth), never the number of memories in the store or the
+ * length of the chain.
+ */
+async function driverFilter(s: DriverSession, filter: MemoryFilter): Promise<DriverMemoryFilter> {
+  const { visibleFrom, ...rest } = filter;
+  if (visibleFrom === undefined) return rest;
+  if (visibleFrom === null) return { ...rest, visibleAnchors: [] };
+  const { threadId, branchId } = visibleFrom;
+  const branch =
+    branchId === undefined ? await s.getActiveBranch(threadId) : await s.getBranchById(branchId);
+  if (!branch || branch.threadId !== threadId) {
+    if (!(await s.getThread(threadId))) throw notFound('thread', threadId);
+    if (branchId !== undefined) throw notFound('branch', branchId, { threadId });
+  }
+  const head = branch?.headMessageId ? await s.getMessage(branch.headMessageId) : null;
+  if (!head) return { ...rest, visibleAnchors: [] };
+  const anchors = await s.branchAnchors(threadId, head.depth);
+  if (anchors.length === 0) return { ...rest, visibleAnchors: [] };
+  const onChain = new Set<string>();
+  for (const [min, max] of depthRanges(
+    anchors.map((a) => a.depth),
+    ANCHOR_GAP,
+  ))
+    for (const m of await s.getChain(head.id, min, max)) onChain.add(m.id);
+  return { ...rest, visibleAnchors: anchors.filter((a) => onChain.has(a.id)).map((a) => a.id) };
 }
 
 /** The session of a running `transaction(fn)`: its driver session and what it changed. */
@@ -1357,13 +1407,13 @@ class FrontDoor implements Store {
     this.#open();
     const f = checkMemoryFilter(filter, 'listMemories');
     const { limit, order } = checkListMemoriesOptions(options);
-    return this.#read(async (s) => s.listMemories(f, limit, order));
+    return this.#read(async (s) => s.listMemories(await driverFilter(s, f), limit, order));
   }
 
   async countMemories(filter?: MemoryFilter): Promise<number> {
     this.#open();
     const f = checkMemoryFilter(filter, 'countMemories');
-    return this.#read(async (s) => s.countMemories(f));
+    return this.#read(async (s) => s.countMemories(await driverFilter(s, f)));
   }
 
   async searchMemories(search: MemorySearch): Promise<MemoryHit[]> {
@@ -1371,6 +1421,7 @@ class FrontDoor implements Store {
     const q = checkMemorySearch(search);
     if (this.#d.sealer) throw sealedRefusal(q.vector ? 'vector search' : 'keyword search');
     return this.#read(async (s) => {
+      const filter = await driverFilter(s, q.filter);
       if (q.vector) {
         const vector = q.vector;
         const space = await s.getEmbeddingSpace();
@@ -1378,7 +1429,7 @@ class FrontDoor implements Store {
         checkVectorWidth(space, vector, 'vector');
         const candidates = await s.vectorCandidates({
           vector,
-          filter: q.filter,
+          filter,
           count: q.limit + RESCORE_MARGIN,
           ...(q.threshold === undefined ? {} : { minSimilarity: q.threshold - THRESHOLD_SLACK }),
         });
@@ -1393,7 +1444,7 @@ class FrontDoor implements Store {
       }
       const terms = searchTerms(q.text!);
       if (terms.length === 0) return [];
-      const candidates = await s.keywordCandidates({ terms, filter: q.filter, count: q.limit });
+      const candidates = await s.keywordCandidates({ terms, filter, count: q.limit });
       // Scores relative to the best hit, in (0, 1]: comparable across stores.
       const best = candidates.reduce((m, c) => Math.max(m, c.relevance), 0);
       return candidates

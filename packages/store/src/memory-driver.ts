@@ -12,6 +12,7 @@ import {
 import type {
   DataKeyRow,
   Driver,
+  DriverMemoryFilter,
   DriverSession,
   KeywordCandidate,
   MemoryRow,
@@ -27,8 +28,14 @@ import type {
 } from './driver.js';
 import type { EncryptionOptions, Tenant } from './encryption.js';
 import { createStore } from './front-door.js';
-import { BM25, cosineSimilarity, matchesMemoryFilter, termCounts } from './memory-search.js';
-import type { EmbeddingSpace, MemoryFilter, Store, StoreCapabilities } from './store.js';
+import {
+  BM25,
+  branchAnchor,
+  cosineSimilarity,
+  matchesMemoryFilter,
+  termCounts,
+} from './memory-search.js';
+import type { EmbeddingSpace, Store, StoreCapabilities } from './store.js';
 
 export interface MemoryStoreOptions {
   /** The clock for timestamps and lease expiry; `Date.now` by default. */
@@ -504,10 +511,10 @@ class MemoryDriver implements Driver, DriverSession {
     for (const id of new Set(ids)) if (this.#memories.delete(id)) n++;
     return n;
   }
-  #admitted(filter: MemoryFilter): Array<Seq<Memory>> {
+  #admitted(filter: DriverMemoryFilter): Array<Seq<Memory>> {
     return [...this.#memories.values()].filter((m) => matchesMemoryFilter(m, filter));
   }
-  listMemories(filter: MemoryFilter, limit: number, order: 'newest' | 'oldest'): Memory[] {
+  listMemories(filter: DriverMemoryFilter, limit: number, order: 'newest' | 'oldest'): Memory[] {
     const sign = order === 'oldest' ? 1 : -1;
     return this.#admitted(filter)
       .sort((a, b) => sign * (a.createdAt - b.createdAt || a.seq - b.seq))
@@ -517,12 +524,22 @@ class MemoryDriver implements Driver, DriverSession {
   scanMemories(afterId: string | null, limit: number): Memory[] {
     return afterKeyPage([...this.#memories.values()], (m) => m.id, afterId, limit).map(stripSeq);
   }
-  countMemories(filter: MemoryFilter): number {
+  branchAnchors(threadId: string, maxDepth: number): Array<{ id: string; depth: number }> {
+    const out = new Map<string, number>();
+    for (const m of this.#memories.values()) {
+      const anchor = m.source?.threadId === threadId ? branchAnchor(m) : null;
+      const message = anchor === null ? undefined : this.#messages.get(anchor);
+      if (message && message.threadId === threadId && message.depth <= maxDepth)
+        out.set(message.id, message.depth);
+    }
+    return [...out].map(([id, depth]) => ({ id, depth }));
+  }
+  countMemories(filter: DriverMemoryFilter): number {
     return this.#admitted(filter).length;
   }
   vectorCandidates(q: {
     vector: number[];
-    filter: MemoryFilter;
+    filter: DriverMemoryFilter;
     count: number;
     minSimilarity?: number;
   }): MemoryRow[] {
@@ -537,7 +554,7 @@ class MemoryDriver implements Driver, DriverSession {
   /** BM25 with collection statistics over every stored memory (as FTS5 computes them). */
   keywordCandidates(q: {
     terms: string[];
-    filter: MemoryFilter;
+    filter: DriverMemoryFilter;
     count: number;
   }): KeywordCandidate[] {
     const all = [...this.#memories.values()].map((m) => termCounts(m.content.text));

@@ -1,5 +1,5 @@
 import { canSee, type Memory } from '@cairn/core';
-import type { MemoryFilter } from './store.js';
+import type { DriverMemoryFilter } from './driver.js';
 
 /** The parameters of keyword search's BM25 ranking, in every store that computes it. */
 export const BM25 = Object.freeze({ k1: 1.2, b: 0.75 });
@@ -19,8 +19,24 @@ export function cosineSimilarity(a: ArrayLike<number>, b: ArrayLike<number>): nu
   return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb);
 }
 
-/** The reference filter: true when `memory` meets every condition of `filter`. */
-export function matchesMemoryFilter(memory: Memory, filter: MemoryFilter = {}): boolean {
+/**
+ * The message a branch-scoped memory hangs on: the last of its source's messages (null
+ * when it is not branch-scoped). It counts from a branch whose chain holds this message.
+ */
+export function branchAnchor(memory: Pick<Memory, 'source'>): string | null {
+  const { source } = memory;
+  return source?.branchScoped ? (source.messageIds.at(-1) ?? null) : null;
+}
+
+/**
+ * The reference filter: true when `memory` meets every condition of `filter`, with
+ * `visibleFrom` resolved to `visibleAnchors` (as the front door does).
+ */
+export function matchesMemoryFilter(memory: Memory, filter: DriverMemoryFilter = {}): boolean {
+  if (filter.visibleAnchors) {
+    const anchor = branchAnchor(memory);
+    if (anchor !== null && !filter.visibleAnchors.includes(anchor)) return false;
+  }
   if (filter.viewer && !canSee(filter.viewer, memory)) return false;
   if (filter.agentId !== undefined && memory.agentId !== filter.agentId) return false;
   if (filter.types && !filter.types.includes(memory.type)) return false;

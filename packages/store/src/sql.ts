@@ -3,7 +3,7 @@
  * `matchesMemoryFilter`, written once for every dialect) and a table's columns with the
  * decoding of its rows into the `@cairn/core` types.
  */
-import type { MemoryFilter } from './store.js';
+import type { DriverMemoryFilter } from './driver.js';
 
 /** How one SQL dialect binds values in a WHERE clause. */
 export interface SqlFilterDialect {
@@ -26,7 +26,7 @@ export interface SqlFilterDialect {
  * (including `canSee` for a viewer), so that searches apply it inside the query.
  * Placeholders are taken in the order they appear in the text.
  */
-export function memoryFilterSql(filter: MemoryFilter, d: SqlFilterDialect): string {
+export function memoryFilterSql(filter: DriverMemoryFilter, d: SqlFilterDialect): string {
   const c = (name: string) => d.column(name);
   const where: string[] = [];
   const { viewer } = filter;
@@ -71,6 +71,11 @@ export function memoryFilterSql(filter: MemoryFilter, d: SqlFilterDialect): stri
     const open = `${c('valid_to')} IS NULL OR ${c('valid_to')} > ${d.value(validAt)}`;
     where.push(`(${open}${knownAt === undefined ? '' : ` OR ${supersededAfter(knownAt)}`})`);
   }
+  // `branch_message_id`: the memory's `branchAnchor`, null when it is not branch-scoped.
+  if (filter.visibleAnchors)
+    where.push(
+      `(${c('branch_message_id')} IS NULL OR ${d.oneOf(c('branch_message_id'), filter.visibleAnchors)})`,
+    );
   for (const [key, labels] of Object.entries(filter.metadataPrefix ?? {}))
     where.push(d.jsonArrayPrefix(c('metadata'), key, labels));
   return where.length === 0 ? '1 = 1' : where.join(' AND ');

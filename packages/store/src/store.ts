@@ -269,6 +269,29 @@ export interface MemoryFilter {
    * ```
    */
   knownAt?: Timestamp;
+  /**
+   * Where the caller stands in a conversation, for branch-scoped memories
+   * (`source.branchScoped`): a thread and one of its branches (default: its active
+   * branch). A branch-scoped memory counts when its source's last message is on the chain
+   * of that branch's head (the message itself or an ancestor): seen from the branch it was
+   * written on and from branches forked after that message, not from a branch forked
+   * before it, one rewound past it, or another thread. `null`: from no branch, so no
+   * branch-scoped memory counts. Left out: no condition (an administrator's view lists
+   * them all). Memories that are not branch-scoped are never affected. `NOT_FOUND` when
+   * the thread or the branch (of that thread) does not exist.
+   *
+   * @example
+   * ```ts
+   * await store.searchMemories({ text: 'city', filter: { visibleFrom: { threadId, branchId } } });
+   * ```
+   */
+  visibleFrom?: BranchView | null;
+}
+
+/** A point in a conversation: a thread and one of its branches (default: its active branch). */
+export interface BranchView {
+  threadId: string;
+  branchId?: string;
 }
 
 export interface ListMemoriesOptions {

@@ -804,8 +804,16 @@ function checkSource(value: unknown, label: string): MemorySource | null {
         field: label,
       },
     );
-  checkKeys(value, label, keysOf<MemorySource>()(['threadId', 'branchId', 'messageIds']));
+  checkKeys(
+    value,
+    label,
+    keysOf<MemorySource>()(['threadId', 'branchId', 'messageIds', 'branchScoped']),
+  );
   const s = value as MemorySource;
+  if (s.branchScoped !== undefined && typeof s.branchScoped !== 'boolean')
+    throw invalid(`${label}.branchScoped must be a boolean, got ${show(s.branchScoped)}`, {
+      field: `${label}.branchScoped`,
+    });
   const threadId = checkId(s.threadId, `${label}.threadId`);
   const branchId = s.branchId === undefined ? undefined : checkId(s.branchId, `${label}.branchId`);
   const messageIds = checkIdList(s.messageIds, `${label}.messageIds`);
@@ -814,7 +822,16 @@ function checkSource(value: unknown, label: string): MemorySource | null {
       `${label}.messageIds must name at most ${MAX_SOURCE_MESSAGES} messages, got ${messageIds.length}`,
       { field: `${label}.messageIds` },
     );
-  return { threadId, ...(branchId === undefined ? {} : { branchId }), messageIds: [...messageIds] };
+  if (s.branchScoped && messageIds.length === 0)
+    throw invalid(`${label}: a branch-scoped memory must name the messages it came from`, {
+      field: `${label}.messageIds`,
+    });
+  return {
+    threadId,
+    ...(branchId === undefined ? {} : { branchId }),
+    messageIds: [...messageIds],
+    ...(s.branchScoped ? { branchScoped: true } : {}),
+  };
 }
 
 /** Checks a batch of new memories and fills in ids, defaults and content hashes. */
@@ -1033,6 +1050,7 @@ const MEMORY_FILTER_KEYS = keysOf<MemoryFilter>()([
   'lineageIds',
   'validAt',
   'knownAt',
+  'visibleFrom',
 ]);
 /** A metadata key `metadataPrefix` can name (it becomes part of a JSON path in SQL). */
 const METADATA_KEY = /^[A-Za-z0-9_-]{1,200}$/;
@@ -1101,6 +1119,17 @@ export function checkMemoryFilter(
   if (filter.lineageIds !== undefined) checkIdList(filter.lineageIds, 'filter.lineageIds');
   if (filter.validAt !== undefined) checkTimestamp(filter.validAt, 'filter.validAt', 0);
   if (filter.knownAt !== undefined) checkTimestamp(filter.knownAt, 'filter.knownAt', 0);
+  if (filter.visibleFrom !== undefined && filter.visibleFrom !== null) {
+    const from = filter.visibleFrom;
+    if (typeof from !== 'object' || Array.isArray(from))
+      throw invalid(
+        `filter.visibleFrom must be { threadId, branchId? } or null, got ${show(from)}`,
+        { field: 'filter.visibleFrom' },
+      );
+    checkKeys(from, 'filter.visibleFrom', ['threadId', 'branchId']);
+    checkId(from.threadId, 'filter.visibleFrom.threadId');
+    if (from.branchId !== undefined) checkId(from.branchId, 'filter.visibleFrom.branchId');
+  }
   return filter;
 }
 

@@ -1,5 +1,6 @@
 import { describe } from 'vitest';
 import { type StoreConformanceOptions, TEST_TIMEOUT } from './context.js';
+import { describeBranchMemories } from './specs/branch-memories.js';
 import { describeBranches } from './specs/branches.js';
 import { describeCheckpoints } from './specs/checkpoints.js';
 import { describeDifferential } from './specs/differential.js';
@@ -48,6 +49,7 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeMemories,
   describeMetadataPrefix,
   describeMemoryVersions,
+  describeBranchMemories,
   describeRecords,
   describeScopeIsolation,
   describeVectorSearch,
