@@ -1775,31 +1775,41 @@ class FrontDoor implements Store {
     }
 
     const keep = policy.keepStateCommits;
-    if (keep !== null)
-      for (const b of branches) {
-        const latest = await s.latestStateVersion(b.id);
-        if (latest <= keep) continue;
-        // The versions a kept point reads: named checkpoints on the branch, child forks.
-        const depths: number[] = [];
-        for (const m of marks) if (await onChain(b, m)) depths.push(m.depth);
-        for (const c of branches)
-          if (c.parentBranchId === b.id && c.forkMessageId !== null) {
-            const fork = await s.getMessage(c.forkMessageId);
-            if (fork) depths.push(fork.depth);
+    if (keep === null) return result;
+    // The commits the reads a thread can still make resolve to: on each kept branch, the
+    // state at its head and at each named checkpoint on its chain, read through its
+    // lineage (a branch with no commit at or before that depth reads its parent's as of
+    // its fork, and so on, as `@cairn/thread` reads state).
+    const byId = new Map(branches.map((b) => [b.id, b]));
+    const needed = new Map<string, number[]>();
+    for (const b of branches) {
+      const depths: number[] = [];
+      const head = b.headMessageId === null ? null : await s.getMessage(b.headMessageId);
+      if (head) depths.push(head.depth);
+      for (const m of marks) if (await onChain(b, m)) depths.push(m.depth);
+      for (const depth of depths) {
+        let at = depth;
+        for (let x = byId.get(b.id); x; x = byId.get(x.parentBranchId ?? '')) {
+          const c = await s.getLatestStateCommit(x.id, { maxMessageDepth: at });
+          if (c) {
+            needed.set(x.id, [...(needed.get(x.id) ?? []), c.version]);
+            break;
           }
-        const kept: number[] = [];
-        for (const depth of depths) {
-          const at = await s.getLatestStateCommit(b.id, { maxMessageDepth: depth });
-          if (at) kept.push(at.version);
+          const fork = x.forkMessageId === null ? null : await s.getMessage(x.forkMessageId);
+          if (!fork) break;
+          at = Math.min(at, fork.depth);
         }
-        const cut = await planStateCut(latest, keep, kept, async (maxVersion) => {
-          const snap = await s.getLatestStateCommit(b.id, { withSnapshot: true, maxVersion });
-          return snap?.version ?? null;
-        });
-        if (cut <= 1) continue;
-        const n = await s.deleteStateCommits(b.id, cut);
-        freed.stateCommits = (freed.stateCommits ?? 0) + n;
       }
+    }
+    for (const b of branches) {
+      const latest = await s.latestStateVersion(b.id);
+      const cut = await planStateCut(latest, keep, needed.get(b.id) ?? [], async (maxVersion) => {
+        const snap = await s.getLatestStateCommit(b.id, { withSnapshot: true, maxVersion });
+        return snap?.version ?? null;
+      });
+      if (cut <= 1) continue;
+      freed.stateCommits = (freed.stateCommits ?? 0) + (await s.deleteStateCommits(b.id, cut));
+    }
     return result;
   }
 

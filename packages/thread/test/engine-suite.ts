@@ -4,6 +4,7 @@ import type { TestStoreKind } from '@cairn/store/testing';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type CairnThread, openThread, stateAsOf, type ThreadEvent } from '../src/index.js';
 import { Research } from './schema.js';
+import { describeRetentionDifferential } from './retention-suite.js';
 import { describeSchemaVersions } from './schema-versions.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -947,6 +948,7 @@ export function describeThreadEngine(
     });
 
     describeSchemaVersions(() => store, options.storedThreads ?? 200);
+    describe('retention', () => describeRetentionDifferential(() => store));
 
     describe('events and version', () => {
       it('emits local events for own changes and relays other engines changes', async () => {
