@@ -1683,9 +1683,10 @@ class FrontDoor implements Store {
   }
 
   /**
-   * One thread of `sweep`, in its own write session. Its writers are locked out first, in
-   * the order writers take the locks (run lease, branches, thread: as `deleteThread`'s
-   * `idleSince` does), so that what the rules decide holds until the session commits.
+   * One thread of `sweep`, in its own write session. Its run lease and branches are locked
+   * first (the order writers take them in), so that no run starts, no head moves and no
+   * state is committed between what the rules decide and the session's commit. Deleting
+   * an idle thread also locks the thread, as `deleteThread`'s `idleSince` does.
    */
   async #sweepThread(
     s: DriverSession,
@@ -1704,7 +1705,8 @@ class FrontDoor implements Store {
     const lease = await lockLease(s, runLeaseKey(id));
     let branches = await s.listBranches(id);
     if (s.lockBranch) for (const b of branches) await s.lockBranch(b.id, DEFAULT_LOCK_TIMEOUT_MS);
-    const thread = await (s.lockThread ? s.lockThread(id) : s.getThread(id));
+    // Not the thread's lock: a save holds it (key share) while it waits for its branch's.
+    const thread = await s.getThread(id);
     if (!thread) return result;
     result.scanned = 1;
     const policy = threadPolicy(rules, thread.metadata);

@@ -129,7 +129,11 @@ export function describeRetentionDifferential(store: () => Store): void {
   it('does not break a turn that runs while the sweep runs', async () => {
     const t = await openThread(store(), { schema: Research, snapshotPolicy: { maxCommits: 2 } });
     for (let i = 0; i < 12; i++) await t.update({ counter: i + 1 });
-    const other = await openThread(store(), { schema: Research, threadId: t.id });
+    const other = await openThread(store(), {
+      schema: Research,
+      threadId: t.id,
+      snapshotPolicy: { maxCommits: 2 },
+    });
     const turn = await t.beginTurn();
     const run = await t.acquireRun({ owner: 'worker', ttlMs: 60_000 });
     await sleep(5);
@@ -162,8 +166,30 @@ export function describeRetentionDifferential(store: () => Store): void {
     const report = await store().sweep({ keepStateCommits: 1 }, { threadIds: [t.id] });
     expect(report.busy).toBe(0);
     expect(report.freed.stateCommits).toBeGreaterThan(0);
-    const after = await openThread(store(), { schema: Research, threadId: t.id });
+    const after = await openThread(store(), {
+      schema: Research,
+      threadId: t.id,
+      snapshotPolicy: { maxCommits: 2 },
+    });
     expect(after.state).toEqual(other.state);
-    for (const x of [t, other, fresh, after]) await x.close();
+    // No run now: each step, a sweep prunes while two writers commit state and save messages.
+    let pruned = 0;
+    for (let i = 0; i < 10; i++) {
+      const sweep = store().sweep({ keepStateCommits: 1 }, { threadIds: [t.id] });
+      after.add([{ role: 'user', data: `racing ${i}` }]);
+      await after.save();
+      await after.update({ counter: after.state.counter + 1, notes: { [`n${i}`]: 'x' } });
+      await other.update({ keyInsights: [`o${i}`] });
+      pruned += (await sweep).freed.stateCommits;
+    }
+    const last = await openThread(store(), { schema: Research, threadId: t.id });
+    expect(last.state.counter).toBe(32);
+    expect(last.state.keyInsights).toEqual(
+      expect.arrayContaining(Array.from({ length: 10 }, (_, i) => `o${i}`)),
+    );
+    expect(Object.keys(last.state.notes)).toHaveLength(10);
+    expect((await last.history()).map((m) => m.data)).toHaveLength(20);
+    expect(pruned).toBeGreaterThan(0);
+    for (const x of [t, other, fresh, after, last]) await x.close();
   }, 120_000);
 }
