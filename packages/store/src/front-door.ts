@@ -436,6 +436,12 @@ function touchBatch(drafts: MessageDraft[], touch: Touch): void {
 /** What every run lease key starts with (see `runLeaseKey`). */
 const RUN_LEASE_PREFIX = runLeaseKey('');
 
+/** Resolves after the I/O and timers that are due (a synchronous driver's callers included). */
+const yieldToOthers = () =>
+  new Promise<void>((resolve) =>
+    typeof setImmediate === 'function' ? setImmediate(resolve) : setTimeout(resolve, 0),
+  );
+
 /** `items` in arrays of at most `size`. */
 function chunks<T>(items: T[], size: number): T[][] {
   const out: T[][] = [];
@@ -1653,14 +1659,30 @@ class FrontDoor implements Store {
       const pages = o.threadIds ? chunks(o.threadIds, o.batch) : this.#threadPages(o.batch);
       for await (const ids of pages) {
         for (const id of ids) {
-          const done = await this.#write((s, touch) => this.#sweepThread(s, touch, id, rules));
+          const done = await this.#write((s, touch) =>
+            this.#sweepThread(s, touch, id, rules),
+          ).catch((e: unknown) => {
+            // A branch locked longer than the store waits is in use: the thread is busy.
+            if (!isCairnError(e, 'TIMEOUT')) throw e;
+            return { scanned: 1, busy: true, invalid: false, freed: {} };
+          });
           report.scanned += done.scanned;
+          // Off the hot path: writers that queued meanwhile go before the next thread.
+          await yieldToOthers();
           if (done.busy) report.busy++;
           if (done.invalid) report.invalid++;
           for (const [k, n] of Object.entries(done.freed))
             report.freed[k as keyof SweepReport['freed']] += n;
         }
-        await this.renewLease(lease.key, lease.owner, lease.ttlMs);
+        // A sweep that lost its lease (it expired and another sweeper took it) stops here.
+        const renewed = await this.renewLease(lease.key, lease.owner, lease.ttlMs).then(
+          () => true,
+          (e: unknown) => {
+            if (isCairnError(e, 'CONFLICT') || isCairnError(e, 'NOT_FOUND')) return false;
+            throw e;
+          },
+        );
+        if (!renewed) break;
       }
     } finally {
       await this.releaseLease(lease.key, lease.owner).catch(() => undefined);
