@@ -23,6 +23,13 @@ import { type Change, ChangeEmitter } from './emitter.js';
 import { asCairnError } from './failures.js';
 import { Gate } from './gate.js';
 import { cosineSimilarity, searchTerms } from './memory-search.js';
+import {
+  checkRetentionPolicy,
+  checkSweepOptions,
+  planStateCut,
+  type ResolvedPolicy,
+  threadPolicy,
+} from './retention.js';
 import type {
   AcquiredLease,
   AcquireLeaseInput,
@@ -65,13 +72,6 @@ import type {
   ThreadWithBranch,
 } from './store.js';
 import { runLeaseKey, SWEEP_LEASE_KEY } from './store.js';
-import {
-  checkRetentionPolicy,
-  checkSweepOptions,
-  planStateCut,
-  type ResolvedPolicy,
-  threadPolicy,
-} from './retention.js';
 import {
   checkCachedEmbeddings,
   checkChainOptions,
@@ -1772,6 +1772,11 @@ class FrontDoor implements Store {
       return at?.id === m.id;
     };
 
+    const holdsAny = async (b: Branch, ms: Message[]) => {
+      for (const m of ms) if (await onChain(b, m)) return true;
+      return false;
+    };
+
     if (policy.branchTtlMs !== null) {
       const since = now - policy.branchTtlMs;
       // Dropping a branch may leave its parent with no child: look again until none goes.
@@ -1784,9 +1789,7 @@ class FrontDoor implements Store {
           if (head && head.createdAt >= since) continue;
           const latest = await s.getLatestStateCommit(b.id, {});
           if (latest && latest.createdAt >= since) continue;
-          let marked = false;
-          for (const m of marks) if ((marked = await onChain(b, m))) break;
-          if (marked) continue;
+          if (await holdsAny(b, marks)) continue;
           const commits = await s.deleteBranch(b.id);
           if (commits === null) continue;
           freed.branches = (freed.branches ?? 0) + 1;

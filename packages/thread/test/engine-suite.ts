@@ -3,8 +3,8 @@ import type { Store } from '@cairn/store';
 import type { TestStoreKind } from '@cairn/store/testing';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type CairnThread, openThread, stateAsOf, type ThreadEvent } from '../src/index.js';
-import { Research } from './schema.js';
 import { describeRetentionDifferential } from './retention-suite.js';
+import { Research } from './schema.js';
 import { describeSchemaVersions } from './schema-versions.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
