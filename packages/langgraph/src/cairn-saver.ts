@@ -1035,7 +1035,12 @@ export class CairnSaver extends BaseCheckpointSaver {
     let thread = await this.#store.getThread(threadId);
     if (!thread) {
       await this.#ignoreConflict(() =>
-        this.#store.createThread({ id: threadId, metadata: { langgraph: true } }),
+        // A namespace branch a subgraph has not written to for a while still holds its
+        // checkpoints: `Store.sweep` never drops this thread's branches (prune is `prune`).
+        this.#store.createThread({
+          id: threadId,
+          metadata: { langgraph: true, retention: { branchTtlMs: null } },
+        }),
       );
       // Made here or, a moment earlier, by someone else: whose it is decides.
       thread = await this.#store.getThread(threadId);

@@ -207,6 +207,31 @@ describe('prune', () => {
     expect(states[1]).toEqual(states[0]);
   });
 
+  it("a store sweep leaves a saver thread's namespaces resumable, interrupt inside a subgraph included", async () => {
+    const stores = [createMemoryStore(), createMemoryStore()];
+    const config = threadConfig('swept');
+    const graphs = stores.map((s) => approvalGraph(new CairnSaver(s)));
+    for (const graph of graphs) {
+      await graph.invoke({ messages: [new HumanMessage({ id: 'q-1', content: 'q-1' })] }, config);
+      await graph.invoke(new Command({ resume: 'yes' }), config);
+      await graph.invoke({ messages: [new HumanMessage({ id: 'q-2', content: 'q-2' })] }, config);
+    }
+    const swept = stores[0]!;
+    const branches = await swept.listBranches('swept');
+    expect(branches.length).toBeGreaterThan(1);
+    await new Promise((r) => setTimeout(r, 5));
+    const report = await swept.sweep({ branchTtlMs: 1, keepStateCommits: 1, turnTtlMs: 1 });
+    expect(report).toMatchObject({ ran: true, scanned: 1 });
+    expect(report.freed.branches).toBe(0);
+    expect(await swept.listBranches('swept')).toEqual(branches);
+    const states = [];
+    for (const graph of graphs) {
+      await graph.invoke(new Command({ resume: 'no' }), config);
+      states.push((await graph.getState(config, { subgraphs: true })).values);
+    }
+    expect(states[0]).toEqual(states[1]);
+  });
+
   it('keeps the lineage a DeltaChannel is replayed from, and drops the other forks', async () => {
     const store = createMemoryStore();
     const config = threadConfig('delta');

@@ -48,7 +48,7 @@ import {
   TURN,
   vectorLiteral,
 } from './rows.js';
-import { appendTo, commitsOf, rememberedTail, type Segment } from './state-log.js';
+import { appendTo, commitsOf, rememberedTail, type Segment, segmentsOf } from './state-log.js';
 
 /** A state segment's columns (of alias `g`) as `Segment` fields. */
 const SEGMENT_SUMMARY =
@@ -409,6 +409,17 @@ export class PostgresSession implements DriverSession {
   }
 
   /** The row lock moveHead's UPDATE takes; lock_timeout (transaction-local) bounds the wait. */
+  async deleteBranch(branchId: string): Promise<number | null> {
+    // Its state log goes by ON DELETE CASCADE; counted first.
+    const rows = await this.#rows(
+      `SELECT (SELECT COALESCE(sum(last_version - first_version + 1), 0) FROM ${this.#s}.state_segments WHERE branch_id = $1)
+            + (SELECT COALESCE(sum(last_version - first_version + 1), 0) FROM ${this.#s}.state_tail WHERE branch_id = $1) AS n`,
+      [branchId],
+    );
+    const deleted = await this.#count(`DELETE FROM ${this.#s}.branches WHERE id = $1`, [branchId]);
+    return deleted > 0 ? Number(rows[0]!.n) : null;
+  }
+
   async lockBranch(branchId: string, timeoutMs: number): Promise<Branch | null> {
     // lock_timeout 0 would mean no bound at all, so "no wait" is 1 ms.
     await this.#q.query(`SELECT set_config('lock_timeout', $1, true)`, [
@@ -528,6 +539,44 @@ export class PostgresSession implements DriverSession {
       );
     // The caller gets objects of its own, as from any read.
     return written > 0 ? structuredClone(commit) : null;
+  }
+
+  async deleteStateCommits(branchId: string, beforeVersion: number): Promise<number> {
+    const s = this.#s;
+    const size = 'last_version - first_version + 1 AS n';
+    const sum = (rows: Row[]) => rows.reduce((n, r) => n + Number(r.n), 0);
+    // Whole segments below the cut, then the one that straddles it (a sealed one or the
+    // tail), rewritten without the commits below: its later versions keep their numbers.
+    let deleted = sum(
+      await this.#rows(
+        `DELETE FROM ${s}.state_segments WHERE branch_id = $1 AND last_version < $2 RETURNING ${size}`,
+        [branchId, beforeVersion],
+      ),
+    );
+    for (const table of ['state_segments', 'state_tail'] as const) {
+      const rows = await this.#rows(
+        `DELETE FROM ${s}.${table} WHERE branch_id = $1 AND first_version < $2 RETURNING ${LOG_COLUMNS}, last_version`,
+        [branchId, beforeVersion],
+      );
+      for (const r of rows) {
+        const all = this.#commitsOf(branchId, r);
+        const kept = all.filter((c) => c.version >= beforeVersion);
+        deleted += all.length - kept.length;
+        const segments = segmentsOf(kept);
+        const tail = table === 'state_tail' ? segments.pop() : undefined;
+        for (const g of segments) await this.#insertSegment('state_segments', branchId, r, g);
+        if (tail) await this.#insertSegment('state_tail', branchId, r, tail);
+      }
+    }
+    return deleted;
+  }
+
+  #insertSegment(table: string, branchId: string, r: Row, g: Segment) {
+    return this.#q.query(
+      `INSERT INTO ${this.#s}.${table} (branch_id, first_version, last_version, has_snapshot, min_depth, commits, thread_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+      [branchId, g.firstVersion, g.lastVersion, g.hasSnapshot, g.minDepth, g.commits, r.thread_id],
+    );
   }
 
   async latestStateVersion(branchId: string): Promise<number> {

@@ -327,6 +327,11 @@ class SqliteSession implements DriverSession {
     );
   }
 
+  deleteBranch(branchId: string): number | null {
+    const commits = this.#run('DELETE FROM cairn_state_commits WHERE branch_id = ?', branchId);
+    return this.#run('DELETE FROM cairn_branches WHERE id = ?', branchId) > 0 ? commits : null;
+  }
+
   // ---------------------------------------------------------------- checkpoints
 
   putCheckpoint(c: Checkpoint): Checkpoint {
@@ -368,6 +373,14 @@ class SqliteSession implements DriverSession {
         .sql('SELECT coalesce(max(version), 0) AS v FROM cairn_state_commits WHERE branch_id = ?')
         .get(branchId) as { v: number }
     ).v;
+  }
+
+  deleteStateCommits(branchId: string, beforeVersion: number): number {
+    return this.#run(
+      'DELETE FROM cairn_state_commits WHERE branch_id = ? AND version < ?',
+      branchId,
+      beforeVersion,
+    );
   }
 
   getStateCommits(branchId: string, fromVersion: number, toVersion: number): StateCommit[] {

@@ -304,6 +304,12 @@ export interface DriverSession {
     newHeadId: string,
   ): MaybePromise<Branch | null>;
   /**
+   * Deletes the branch (never the thread's active one: the front door sees to that) and
+   * its state commits. Returns how many state commits went with it, or null when there
+   * was no such branch. For `Store.sweep`.
+   */
+  deleteBranch(branchId: string): MaybePromise<number | null>;
+  /**
    * Locks the branch until the session ends (e.g. `SELECT … FOR NO KEY UPDATE`, the lock
    * `moveHead` and `appendStateCommit` must also take), waiting at most `timeoutMs` for
    * another session that holds it; returns it, or null when missing. A wait that gives
@@ -362,6 +368,14 @@ export interface DriverSession {
     branchId: string,
     conditions: LatestCommitConditions,
   ): MaybePromise<StateCommit | null>;
+
+  /**
+   * Deletes the branch's state commits with `version < beforeVersion`, exactly (a driver
+   * that stores commits in groups rewrites a group that straddles it); the versions of
+   * those kept do not change. Returns how many it deleted. For `Store.sweep`, which keeps
+   * the latest commit: `beforeVersion <= latestStateVersion`.
+   */
+  deleteStateCommits(branchId: string, beforeVersion: number): MaybePromise<number>;
 
   // ---------------------------------------------------------------- turns
 

@@ -38,6 +38,13 @@ import {
 import { asCairnError, forgotten } from './failures.js';
 import { Gate } from './gate.js';
 import { cosineSimilarity, searchTerms } from './memory-search.js';
+import {
+  checkRetentionPolicy,
+  checkSweepOptions,
+  planStateCut,
+  type ResolvedPolicy,
+  threadPolicy,
+} from './retention.js';
 import { Sealer, sealedRefusal, sealingSession } from './sealing.js';
 import type {
   AcquiredLease,
@@ -68,16 +75,19 @@ import type {
   NewThread,
   Page,
   PageOptions,
+  RetentionPolicy,
   StateCommitRange,
   Store,
   StoreCapabilities,
   StoreChange,
   StoreListener,
+  SweepOptions,
+  SweepReport,
   ThreadPatch,
   ThreadRecords,
   ThreadWithBranch,
 } from './store.js';
-import { runLeaseKey } from './store.js';
+import { runLeaseKey, SWEEP_LEASE_KEY } from './store.js';
 import {
   checkCachedEmbeddings,
   checkChainOptions,
@@ -487,6 +497,19 @@ function touchBatch(drafts: MessageDraft[], touch: Touch): void {
 
 /** What every run lease key starts with (see `runLeaseKey`). */
 const RUN_LEASE_PREFIX = runLeaseKey('');
+
+/** Resolves after the I/O and timers that are due (a synchronous driver's callers included). */
+const yieldToOthers = () =>
+  new Promise<void>((resolve) =>
+    typeof setImmediate === 'function' ? setImmediate(resolve) : setTimeout(resolve, 0),
+  );
+
+/** `items` in arrays of at most `size`. */
+function chunks<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
 
 /** Threads `forget` deletes per transaction: each with everything under it. */
 const FORGET_THREAD_PAGE = 20;
@@ -1802,6 +1825,216 @@ class FrontDoor implements Store {
     page.leases += await s.deleteLeases(rows.map((r) => runLeaseKey(r.thread.id)));
     await s.putTombstones(tombstones);
     return page;
+  }
+
+  // ---------------------------------------------------------------- retention
+
+  async sweep(policy: RetentionPolicy, options: SweepOptions = {}): Promise<SweepReport> {
+    this.#open();
+    if (this.#tx)
+      throw invalidArgument(
+        'sweep runs transactions of its own, a thread at a time: call it on the store, not inside transaction()',
+      );
+    const rules = checkRetentionPolicy(policy);
+    const o = checkSweepOptions(options);
+    const report: SweepReport = {
+      ran: false,
+      scanned: 0,
+      busy: 0,
+      invalid: 0,
+      freed: { threads: 0, branches: 0, stateCommits: 0, turns: 0, messages: 0, checkpoints: 0 },
+    };
+    const lease = { key: SWEEP_LEASE_KEY, owner: o.owner, ttlMs: o.leaseTtlMs };
+    try {
+      await this.acquireLease(lease);
+    } catch (e) {
+      if (isCairnError(e) && e.code === 'CONFLICT') return report;
+      throw e;
+    }
+    report.ran = true;
+    try {
+      const pages = o.threadIds ? chunks(o.threadIds, o.batch) : this.#threadPages(o.batch);
+      for await (const ids of pages) {
+        for (const id of ids) {
+          const done = await this.#write((s, touch) =>
+            this.#sweepThread(s, touch, id, rules),
+          ).catch((e: unknown) => {
+            // A branch locked longer than the store waits is in use: the thread is busy.
+            if (!isCairnError(e, 'TIMEOUT')) throw e;
+            return { scanned: 1, busy: true, invalid: false, freed: {} };
+          });
+          report.scanned += done.scanned;
+          // Off the hot path: writers that queued meanwhile go before the next thread.
+          await yieldToOthers();
+          if (done.busy) report.busy++;
+          if (done.invalid) report.invalid++;
+          for (const [k, n] of Object.entries(done.freed))
+            report.freed[k as keyof SweepReport['freed']] += n;
+        }
+        // A sweep that lost its lease (it expired and another sweeper took it) stops here.
+        const renewed = await this.renewLease(lease.key, lease.owner, lease.ttlMs).then(
+          () => true,
+          (e: unknown) => {
+            if (isCairnError(e, 'CONFLICT') || isCairnError(e, 'NOT_FOUND')) return false;
+            throw e;
+          },
+        );
+        if (!renewed) break;
+      }
+    } finally {
+      await this.releaseLease(lease.key, lease.owner).catch(() => undefined);
+    }
+    return report;
+  }
+
+  /** Every thread's id, a page at a time (oldest pages may shift as threads are deleted: seq paging). */
+  async *#threadPages(batch: number): AsyncGenerator<string[]> {
+    let beforeSeq: number | undefined;
+    for (;;) {
+      const rows = await this.#read(async (s) =>
+        s.listThreads(beforeSeq === undefined ? { limit: batch } : { beforeSeq, limit: batch }),
+      );
+      if (rows.length === 0) return;
+      yield rows.map((r) => r.thread.id);
+      beforeSeq = rows.at(-1)!.seq;
+      if (rows.length < batch) return;
+    }
+  }
+
+  /**
+   * One thread of `sweep`, in its own write session. Its run lease and branches are locked
+   * first (the order writers take them in), so that no run starts, no head moves and no
+   * state is committed between what the rules decide and the session's commit. Deleting
+   * an idle thread also locks the thread, as `deleteThread`'s `idleSince` does.
+   */
+  async #sweepThread(
+    s: DriverSession,
+    touch: Touch,
+    id: string,
+    rules: ResolvedPolicy,
+  ): Promise<{
+    scanned: number;
+    busy: boolean;
+    invalid: boolean;
+    freed: Partial<SweepReport['freed']>;
+  }> {
+    const now = this.#d.now();
+    const freed: Partial<SweepReport['freed']> = {};
+    const result = { scanned: 0, busy: false, invalid: false, freed };
+    const lease = await lockLease(s, runLeaseKey(id));
+    let branches = await s.listBranches(id);
+    if (s.lockBranch) for (const b of branches) await s.lockBranch(b.id, DEFAULT_LOCK_TIMEOUT_MS);
+    // Not the thread's lock: a save holds it (key share) while it waits for its branch's.
+    const thread = await s.getThread(id);
+    if (!thread) return result;
+    result.scanned = 1;
+    const policy = threadPolicy(rules, thread.metadata);
+    if (policy === 'invalid') result.invalid = true;
+    if (policy === null || policy === 'invalid') return result;
+
+    if (
+      policy.threadTtlMs !== null &&
+      (await this.#idleSince(s, id, now - policy.threadTtlMs, true))
+    ) {
+      const under = await s.countThreadRows(id);
+      if (await s.deleteThread(id)) {
+        Object.assign(freed, { threads: 1, ...under });
+        touch({ threadId: id, kind: 'thread' });
+      }
+      return result;
+    }
+    if (policy.turnTtlMs !== null) freed.turns = await s.purgeTurns(now - policy.turnTtlMs, id);
+    const running = (await s.listTurns(id, Number.MAX_SAFE_INTEGER)).some(
+      (t) => t.status === 'running',
+    );
+    if (running || (lease && lease.releasedAt === null && lease.expiresAt > now)) {
+      result.busy = true;
+      return result;
+    }
+    if (policy.branchTtlMs === null && policy.keepStateCommits === null) return result;
+
+    // Listed again under the locks; the named checkpoints' messages, to find their branches.
+    branches = await s.listBranches(id);
+    const marks: Message[] = [];
+    for (const c of await s.listCheckpoints(id)) {
+      const m = await s.getMessage(c.messageId);
+      if (m) marks.push(m);
+    }
+    const onChain = async (b: Branch, m: Message) => {
+      if (b.headMessageId === null) return false;
+      if (b.headMessageId === m.id) return true;
+      const head = await s.getMessage(b.headMessageId);
+      if (!head || head.depth <= m.depth) return false;
+      const [at] = await s.getChain(head.id, m.depth, m.depth);
+      return at?.id === m.id;
+    };
+
+    const holdsAny = async (b: Branch, ms: Message[]) => {
+      for (const m of ms) if (await onChain(b, m)) return true;
+      return false;
+    };
+
+    if (policy.branchTtlMs !== null) {
+      const since = now - policy.branchTtlMs;
+      // Dropping a branch may leave its parent with no child: look again until none goes.
+      for (let dropped = true; dropped; ) {
+        dropped = false;
+        for (const b of branches) {
+          if (b.isActive || b.createdAt >= since) continue;
+          if (branches.some((c) => c.parentBranchId === b.id)) continue;
+          const head = b.headMessageId === null ? null : await s.getMessage(b.headMessageId);
+          if (head && head.createdAt >= since) continue;
+          const latest = await s.getLatestStateCommit(b.id, {});
+          if (latest && latest.createdAt >= since) continue;
+          if (await holdsAny(b, marks)) continue;
+          const commits = await s.deleteBranch(b.id);
+          if (commits === null) continue;
+          freed.branches = (freed.branches ?? 0) + 1;
+          freed.stateCommits = (freed.stateCommits ?? 0) + commits;
+          touch({ threadId: id, kind: 'branch', branchId: b.id, headMessageId: b.headMessageId });
+          branches = branches.filter((x) => x.id !== b.id);
+          dropped = true;
+        }
+      }
+    }
+
+    const keep = policy.keepStateCommits;
+    if (keep === null) return result;
+    // The commits the reads a thread can still make resolve to: on each kept branch, the
+    // state at its head and at each named checkpoint on its chain, read through its
+    // lineage (a branch with no commit at or before that depth reads its parent's as of
+    // its fork, and so on, as `@cairn/thread` reads state).
+    const byId = new Map(branches.map((b) => [b.id, b]));
+    const needed = new Map<string, number[]>();
+    for (const b of branches) {
+      const depths: number[] = [];
+      const head = b.headMessageId === null ? null : await s.getMessage(b.headMessageId);
+      if (head) depths.push(head.depth);
+      for (const m of marks) if (await onChain(b, m)) depths.push(m.depth);
+      for (const depth of depths) {
+        let at = depth;
+        for (let x = byId.get(b.id); x; x = byId.get(x.parentBranchId ?? '')) {
+          const c = await s.getLatestStateCommit(x.id, { maxMessageDepth: at });
+          if (c) {
+            needed.set(x.id, [...(needed.get(x.id) ?? []), c.version]);
+            break;
+          }
+          const fork = x.forkMessageId === null ? null : await s.getMessage(x.forkMessageId);
+          if (!fork) break;
+          at = Math.min(at, fork.depth);
+        }
+      }
+    }
+    for (const b of branches) {
+      const latest = await s.latestStateVersion(b.id);
+      const cut = await planStateCut(latest, keep, needed.get(b.id) ?? [], async (maxVersion) => {
+        const snap = await s.getLatestStateCommit(b.id, { withSnapshot: true, maxVersion });
+        return snap?.version ?? null;
+      });
+      if (cut <= 1) continue;
+      freed.stateCommits = (freed.stateCommits ?? 0) + (await s.deleteStateCommits(b.id, cut));
+    }
+    return result;
   }
 
   // ---------------------------------------------------------------- lifecycle

@@ -337,6 +337,12 @@ class MemoryDriver implements Driver, DriverSession {
     this.#branches.set(branchId, next);
     return copy(next);
   }
+  deleteBranch(branchId: string): number | null {
+    if (!this.#branches.delete(branchId)) return null;
+    const commits = this.#commits.get(branchId)?.length ?? 0;
+    this.#commits.delete(branchId);
+    return commits;
+  }
 
   // ---------------------------------------------------------------- checkpoints
 
@@ -378,7 +384,13 @@ class MemoryDriver implements Driver, DriverSession {
     this.#commits.set(c.branchId, [...(this.#commits.get(c.branchId) ?? []), copy(c)]);
   }
   latestStateVersion(branchId: string): number {
-    return this.#commits.get(branchId)?.length ?? 0;
+    return this.#commits.get(branchId)?.at(-1)?.version ?? 0;
+  }
+  deleteStateCommits(branchId: string, beforeVersion: number): number {
+    const list = this.#commits.get(branchId) ?? [];
+    const kept = list.filter((c) => c.version >= beforeVersion);
+    if (kept.length < list.length) this.#commits.set(branchId, kept);
+    return list.length - kept.length;
   }
   getStateCommits(branchId: string, from: number, to: number): StateCommit[] {
     return (this.#commits.get(branchId) ?? [])

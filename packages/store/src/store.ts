@@ -427,6 +427,75 @@ export interface ForgetCounts {
   dataKeys: number;
 }
 
+/**
+ * What `Store.sweep` deletes. Every rule is off unless set; a thread's own metadata key
+ * `retention` (a `RetentionPolicy`, or `false` to exempt the thread) overrides the sweep's
+ * policy rule by rule, `null` turning one off. No rule ever removes a point a thread can
+ * still resume from: the head of a kept branch and its state, the state at each named
+ * checkpoint, whatever a kept state needs to be rebuilt (the snapshot it replays from),
+ * and nothing of a thread a run is working on (a live run lease or a running turn).
+ */
+export interface RetentionPolicy {
+  /**
+   * Delete a thread idle this long (ms): nothing of it written since, nothing working on
+   * it now, by the rule of `isThreadIdle`.
+   */
+  threadTtlMs?: number | null;
+  /**
+   * Keep, per branch, the newest this many state commits (at least 1); older ones go,
+   * except those a kept point (the head, a named checkpoint, a child branch's fork) needs:
+   * back to the snapshot its state is rebuilt from. A branch whose log has no snapshot
+   * keeps all of it. The state as of a message older than what is kept is no longer
+   * readable (a rewind there starts from the state before the branch).
+   */
+  keepStateCommits?: number | null;
+  /**
+   * Drop a branch nobody has visited this long (ms): not created, moved or committed to
+   * since. Never the active branch, a branch another branch was made from, a branch
+   * holding a named checkpoint on its chain, or one of a thread a run is working on. Its
+   * state commits go with it; its messages stay.
+   */
+  branchTtlMs?: number | null;
+  /** Delete finished turns (not `running`) started longer ago than this (ms). */
+  turnTtlMs?: number | null;
+}
+
+/** `Store.sweep`'s options. */
+export interface SweepOptions {
+  /** Threads read per page (each thread is swept in a transaction of its own). Default 100. */
+  batch?: number;
+  /** Sweep only these threads (default: every thread of the store). */
+  threadIds?: string[];
+  /** The owner recorded on the sweep lease (`SWEEP_LEASE_KEY`); a fresh id by default. */
+  owner?: string;
+  /** The sweep lease's time to live (ms), renewed after every page. Default 60,000. */
+  leaseTtlMs?: number;
+}
+
+/** What `Store.sweep` did. */
+export interface SweepReport {
+  /** False when another sweeper held the sweep lease: this call did nothing. */
+  ran: boolean;
+  /** Threads looked at. */
+  scanned: number;
+  /** Threads left alone because a run works on them (rules other than turns skipped). */
+  busy: number;
+  /** Threads whose metadata `retention` is not a valid policy: left alone. */
+  invalid: number;
+  /** What was deleted, by kind (the rows under deleted threads included). */
+  freed: {
+    threads: number;
+    branches: number;
+    stateCommits: number;
+    turns: number;
+    messages: number;
+    checkpoints: number;
+  };
+}
+
+/** The lease key `Store.sweep` holds while it runs: one sweeper per store across processes. */
+export const SWEEP_LEASE_KEY = 'cairn:sweep';
+
 /** What `forget` did: the subject as checked, what it deleted, and when it began. */
 export interface ForgetReceipt {
   subject: ForgetSubject;
@@ -776,6 +845,21 @@ export interface Store {
    * keys it wrapped again. On a store without encryption, `INVALID_ARGUMENT`.
    */
   rotateDataKeys(): Promise<{ rewrapped: number }>;
+  /**
+   * Applies a retention policy (see `RetentionPolicy`) to every thread, or to
+   * `options.threadIds`: a page of `batch` threads at a time, each thread in a transaction
+   * of its own that locks out its writers, under the lease `SWEEP_LEASE_KEY` so that one
+   * sweeper runs per store across processes (another finds `ran: false`). Returns what
+   * it freed. Not inside `transaction()`: `INVALID_ARGUMENT`; a bad policy or option is
+   * `INVALID_ARGUMENT` before anything is written. Safe to run again at any time.
+   *
+   * @example
+   * ```ts
+   * const report = await store.sweep({ threadTtlMs: 30 * 86_400_000, keepStateCommits: 100 });
+   * console.log(report.freed); // { threads: 3, stateCommits: 420, ... }
+   * ```
+   */
+  sweep(policy: RetentionPolicy, options?: SweepOptions): Promise<SweepReport>;
 
   // lifecycle
   /**

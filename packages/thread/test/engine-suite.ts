@@ -3,6 +3,7 @@ import type { Store } from '@cairn/store';
 import type { TestStoreKind } from '@cairn/store/testing';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type CairnThread, openThread, stateAsOf, type ThreadEvent } from '../src/index.js';
+import { describeRetentionDifferential } from './retention-suite.js';
 import { Research } from './schema.js';
 import { describeSchemaVersions } from './schema-versions.js';
 
@@ -947,6 +948,7 @@ export function describeThreadEngine(
     });
 
     describeSchemaVersions(() => store, options.storedThreads ?? 200);
+    describe('retention', () => describeRetentionDifferential(() => store));
 
     describe('events and version', () => {
       it('emits local events for own changes and relays other engines changes', async () => {

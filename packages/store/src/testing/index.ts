@@ -18,6 +18,7 @@ import { describeMetadataPrefix } from './specs/metadata-prefix.js';
 import { describeNotifications } from './specs/notifications.js';
 import { describeOneRule } from './specs/one-rule.js';
 import { describeRecords } from './specs/records.js';
+import { describeRetention } from './specs/retention.js';
 import { describeScopeIsolation } from './specs/scope-isolation.js';
 import { describeSharedData } from './specs/shared-data.js';
 import { describeStateCommits } from './specs/state-commits.js';
@@ -60,6 +61,7 @@ const AREAS: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeLifecycle,
   describeSharedData,
   describeForget,
+  describeRetention,
   describeOneRule,
   describeDifferential,
 ];

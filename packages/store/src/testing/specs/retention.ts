@@ -1,0 +1,253 @@
+import type { JsonObject, Message } from '@cairn/core';
+import { describe, expect, it } from 'vitest';
+import { runLeaseKey, type Store, SWEEP_LEASE_KEY } from '../../store.js';
+import { SLOW_TEST_TIMEOUT, type StoreConformanceOptions, useStore } from '../context.js';
+import { expectCode, makeChain, makeThread, sleep, turnOf } from '../helpers.js';
+
+/** A thread with a `main` branch on a chain of `n` messages and `commits` state commits on it. */
+async function threadWithLog(
+  store: Store,
+  options: { n?: number; commits?: number; snapshotEvery?: number | null } = {},
+) {
+  const n = options.n ?? 10;
+  const thread = await makeThread(store);
+  const chain = await makeChain(store, thread.id, n);
+  const main = await store.createBranch({
+    threadId: thread.id,
+    name: 'main',
+    headMessageId: chain[n - 1]!.id,
+    activate: true,
+  });
+  const every = options.snapshotEvery === undefined ? 10 : options.snapshotEvery;
+  for (let v = 1; v <= (options.commits ?? 0); v++) {
+    const update: JsonObject = { step: v, note: `commit ${v} of a state log` };
+    // Commit v sits on message min(v, n) - 1, so an older message reads an older state.
+    await store.appendStateCommit(
+      {
+        branchId: main.id,
+        messageId: chain[Math.min(v, n) - 1]!.id,
+        update,
+        snapshot: every !== null && v % every === 0 ? { step: v, all: true } : null,
+      },
+      v - 1,
+    );
+  }
+  return { thread, chain, main };
+}
+
+/** Waits until `Date.now()` has moved past what was just written, so a 1 ms TTL covers it. */
+const tick = () => sleep(5);
+
+export function describeRetention(options: StoreConformanceOptions): void {
+  describe('retention (sweep)', () => {
+    const store = useStore(options);
+
+    it(
+      'keeps the newest state commits back to the snapshot they replay from',
+      async () => {
+        // Enough commits for several stored groups (a store that packs commits in segments
+        // rewrites the one the cut falls in).
+        const { thread, main } = await threadWithLog(store(), { commits: 600, snapshotEvery: 50 });
+        const before = await store().getStateCommits(main.id);
+        const report = await store().sweep({ keepStateCommits: 120 }, { threadIds: [thread.id] });
+        // The newest 120 start at 481, whose state replays from the snapshot at 450.
+        expect(report).toMatchObject({ ran: true, scanned: 1, busy: 0, invalid: 0 });
+        expect(report.freed).toEqual({
+          threads: 0,
+          branches: 0,
+          stateCommits: 449,
+          turns: 0,
+          messages: 0,
+          checkpoints: 0,
+        });
+        expect(await store().getStateCommits(main.id)).toEqual(before.slice(449));
+        expect(
+          await store().getStateCommits(main.id, { fromVersion: 400, toVersion: 460 }),
+        ).toEqual(before.slice(449, 460));
+        expect(
+          await store().getLatestStateCommit(main.id, { withSnapshot: true, maxVersion: 460 }),
+        ).toEqual(before[449]);
+        expect(
+          await store().getLatestStateCommit(main.id, { withSnapshot: true, maxVersion: 449 }),
+        ).toBeNull();
+        // The log goes on from where it was.
+        const next = await store().appendStateCommit(
+          { branchId: main.id, messageId: null, update: { step: 601 } },
+          600,
+        );
+        expect(next.version).toBe(601);
+        await expectCode(
+          () => store().appendStateCommit({ branchId: main.id, messageId: null, update: {} }, 600),
+          'CONFLICT',
+        );
+        // Swept again: nothing more to free until the log grows.
+        const again = await store().sweep({ keepStateCommits: 120 }, { threadIds: [thread.id] });
+        expect(again.freed.stateCommits).toBe(0);
+      },
+      SLOW_TEST_TIMEOUT,
+    );
+
+    it('keeps every commit of a log without snapshots, and a named checkpoint’s state', async () => {
+      const plain = await threadWithLog(store(), { commits: 40, snapshotEvery: null });
+      const marked = await threadWithLog(store(), { n: 40, commits: 40, snapshotEvery: 10 });
+      // A checkpoint on message 15 reads commit 15, which replays from the snapshot at 10.
+      await store().saveCheckpoint({
+        threadId: marked.thread.id,
+        name: 'before-tools',
+        messageId: marked.chain[14]!.id,
+      });
+      const report = await store().sweep(
+        { keepStateCommits: 5 },
+        { threadIds: [plain.thread.id, marked.thread.id] },
+      );
+      expect(report.freed.stateCommits).toBe(9);
+      expect(await store().getStateCommits(plain.main.id)).toHaveLength(40);
+      const kept = await store().getStateCommits(marked.main.id);
+      expect(kept.map((c) => c.version)).toEqual(Array.from({ length: 31 }, (_, i) => i + 10));
+    });
+
+    it('drops branches nobody visited, never the active one, a parent or a checkpoint’s', async () => {
+      const { thread, chain, main } = await threadWithLog(store(), { commits: 3 });
+      const branch = (name: string, head: Message, parent = main.id) =>
+        store().createBranch({
+          threadId: thread.id,
+          name,
+          headMessageId: head.id,
+          parentBranchId: parent,
+        });
+      const idle = await branch('idle', chain[3]!);
+      await store().appendStateCommit({ branchId: idle.id, messageId: null, update: { x: 1 } }, 0);
+      const parent = await branch('parent', chain[4]!);
+      const child = await branch('child', chain[4]!, parent.id);
+      const marked = await branch('marked', chain[5]!);
+      await store().saveCheckpoint({ threadId: thread.id, name: 'mark', messageId: chain[5]!.id });
+      const visited = await branch('visited', chain[2]!);
+      // Within the TTL every branch counts as visited.
+      const report = await store().sweep({ branchTtlMs: 60_000 }, { threadIds: [thread.id] });
+      expect(report.freed.branches).toBe(0);
+      await tick();
+      const swept = await store().sweep({ branchTtlMs: 1 }, { threadIds: [thread.id] });
+      const names = (await store().listBranches(thread.id)).map((b) => b.name);
+      // idle, visited, child and then parent (a leaf once child went) are dropped; marked
+      // holds the checkpoint's message; main is active.
+      expect(names.sort()).toEqual(['main', 'marked']);
+      expect(swept.freed).toMatchObject({ branches: 4, stateCommits: 1 });
+      for (const b of [idle, visited, child, parent])
+        expect(await store().getBranchById(b.id)).toBeNull();
+      expect(await store().getStateCommits(main.id)).toHaveLength(3);
+      expect(await store().getMessage(chain[9]!.id)).not.toBeNull();
+      expect((await store().getActiveBranch(thread.id))?.id).toBe(main.id);
+      expect(await store().getBranchById(marked.id)).not.toBeNull();
+    });
+
+    it('deletes idle threads, counting what was under them, and leaves busy ones', async () => {
+      const idle = await threadWithLog(store(), { commits: 2 });
+      await store().putTurn(turnOf(idle.thread.id, { startedAt: Date.now() - 10 }));
+      const leased = await threadWithLog(store(), { commits: 2 });
+      const running = await threadWithLog(store(), { commits: 2 });
+      await store().putTurn(turnOf(running.thread.id, { status: 'running' }));
+      await store().acquireLease({
+        key: runLeaseKey(leased.thread.id),
+        owner: 'worker-1',
+        ttlMs: 60_000,
+      });
+      await tick();
+      const threadIds = [idle.thread.id, leased.thread.id, running.thread.id];
+      const report = await store().sweep(
+        { threadTtlMs: 1, keepStateCommits: 1, branchTtlMs: 1 },
+        { threadIds },
+      );
+      expect(report).toMatchObject({ ran: true, scanned: 3, busy: 2 });
+      expect(report.freed).toEqual({
+        threads: 1,
+        branches: 1,
+        stateCommits: 2,
+        turns: 1,
+        messages: 10,
+        checkpoints: 0,
+      });
+      expect(await store().getThread(idle.thread.id)).toBeNull();
+      expect(await store().getStateCommits(leased.main.id)).toHaveLength(2);
+      expect(await store().getStateCommits(running.main.id)).toHaveLength(2);
+    });
+
+    it('deletes finished turns older than the TTL, never a running one', async () => {
+      const { thread } = await threadWithLog(store());
+      const old = Date.now() - 60_000;
+      const done = turnOf(thread.id, { startedAt: old, finishedAt: old + 5 });
+      const live = turnOf(thread.id, { startedAt: old, status: 'running' });
+      const fresh = turnOf(thread.id);
+      for (const t of [done, live, fresh]) await store().putTurn(t);
+      const report = await store().sweep({ turnTtlMs: 30_000 }, { threadIds: [thread.id] });
+      expect(report.freed.turns).toBe(1);
+      expect(report.busy).toBe(1);
+      expect((await store().listTurns(thread.id)).map((t) => t.id).sort()).toEqual(
+        [live.id, fresh.id].sort(),
+      );
+    });
+
+    it('applies a thread’s own metadata `retention` over the sweep’s policy', async () => {
+      const exempt = await threadWithLog(store(), { commits: 30 });
+      await store().updateThread(exempt.thread.id, { metadata: { retention: false } });
+      const own = await threadWithLog(store(), { commits: 30 });
+      await store().updateThread(own.thread.id, {
+        metadata: { retention: { keepStateCommits: 5 } },
+      });
+      const off = await threadWithLog(store(), { commits: 30 });
+      await store().updateThread(off.thread.id, {
+        metadata: { retention: { keepStateCommits: null } },
+      });
+      const bad = await threadWithLog(store(), { commits: 30 });
+      await store().updateThread(bad.thread.id, { metadata: { retention: { keep: 1 } } });
+      const report = await store().sweep(
+        { keepStateCommits: 15 },
+        { threadIds: [exempt, own, off, bad].map((t) => t.thread.id) },
+      );
+      expect(report).toMatchObject({ scanned: 4, invalid: 1 });
+      // own: the newest 5 start at 26, which replays from the snapshot at 20.
+      expect(report.freed.stateCommits).toBe(19);
+      expect(await store().getStateCommits(own.main.id)).toHaveLength(11);
+      for (const t of [exempt, off, bad])
+        expect(await store().getStateCommits(t.main.id)).toHaveLength(30);
+    });
+
+    it('runs one sweeper at a time: a held sweep lease makes it do nothing', async () => {
+      const { thread, main } = await threadWithLog(store(), { commits: 30 });
+      await store().acquireLease({ key: SWEEP_LEASE_KEY, owner: 'other', ttlMs: 60_000 });
+      const report = await store().sweep({ keepStateCommits: 1 }, { threadIds: [thread.id] });
+      expect(report).toMatchObject({ ran: false, scanned: 0 });
+      expect(await store().getStateCommits(main.id)).toHaveLength(30);
+      await store().releaseLease(SWEEP_LEASE_KEY, 'other');
+      const ran = await store().sweep({ keepStateCommits: 1 }, { threadIds: [thread.id] });
+      expect(ran.freed.stateCommits).toBe(29);
+      // Released once the sweep is over.
+      expect((await store().getLease(SWEEP_LEASE_KEY))?.releasedAt).not.toBeNull();
+    });
+
+    it('refuses a bad policy or options, and a call inside a transaction, writing nothing', async () => {
+      const { thread, main } = await threadWithLog(store(), { commits: 30 });
+      const threadIds = [thread.id];
+      const lease = await store().getLease(SWEEP_LEASE_KEY);
+      for (const policy of [
+        { keepStateCommits: 0 },
+        { keepStateCommits: 1.5 },
+        { threadTtlMs: -1 },
+        { turnTtlMs: '1d' },
+        { keepLast: 3 },
+      ])
+        await expectCode(() => store().sweep(policy as never, { threadIds }), 'INVALID_ARGUMENT');
+      await expectCode(() => store().sweep(null as never), 'INVALID_ARGUMENT');
+      for (const o of [{ batch: 0 }, { threadIds: ['ok', 7] }, { leaseTtlMs: 0 }, { every: 1 }])
+        await expectCode(
+          () => store().sweep({ keepStateCommits: 1 }, o as never),
+          'INVALID_ARGUMENT',
+        );
+      await expectCode(
+        () => store().transaction((tx) => tx.sweep({ keepStateCommits: 1 }, { threadIds })),
+        'INVALID_ARGUMENT',
+      );
+      expect(await store().getStateCommits(main.id)).toHaveLength(30);
+      expect(await store().getLease(SWEEP_LEASE_KEY)).toEqual(lease);
+    });
+  });
+}
