@@ -345,8 +345,8 @@ function analysis(rows: Row[], a: Alone): string {
 - **Hot threads: the run lease, not row locks.** A thread takes one turn at a time: on the
   shared threads workers queue on its run lease (${c8.leaseWaits} of ${c8.turns} turns waited at 8
   workers). A waiting turn sleeps until the release's notice (LISTEN/NOTIFY) wakes it and then
-  tries again: no polled attempts. A release wakes the waiters of every process and one
-  wins, so the others try again for nothing (${c8.leaseRetries} attempts after a wake-up at 8
+  tries again: no polled attempts. A release wakes the waiters of every process and the
+  first in the lease's queue takes it (first come, first served), so the others try again for nothing (${c8.leaseRetries} attempts after a wake-up at 8
   workers). Polled as before issue 25 (a 1–4 ms sleep and another attempt), right after in
   this run: ${p8.leaseWaits} turns waited with ${p8.leaseRetries} polled attempts, p99 ${f(p8.p99)} ms against
   ${f(c8.p99)} ms awaited (${c8.p99 < p8.p99 ? 'lower' : '**not lower**'}), ${f(p8.turnsPerSecond)} turns/s against ${f(c8.turnsPerSecond)}. The report of
