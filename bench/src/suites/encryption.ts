@@ -12,21 +12,11 @@ import { createPostgresStore } from '@cairn/store-postgres';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import pg from 'pg';
 import { type Comparison, compare, comparisonTable, type Suite } from '../harness.js';
-import { chainRows, type Row } from '../messages.js';
+import { appendChain, chainRows, type Row } from '../messages.js';
 import { POSTGRES_URL, postgresUnreachable } from '../postgres.js';
 
 const encryption = { keyring: localKeyring('the bench secret, thirty-two bytes or more') };
 const TARGET = { maxRatio: 1.3, label: '<= 1.3x (issue 29)' };
-
-async function appendChain(store: Store, threadId: string, n: number): Promise<string> {
-  let parent: string | null = null;
-  for (let start = 0; start < n; start += 10_000) {
-    const rows = chainRows(threadId, Math.min(10_000, n - start), parent);
-    await store.addMessages(rows);
-    parent = rows[rows.length - 1]!.id;
-  }
-  return parent!;
-}
 
 /** The four rows on a pair of stores: `plain` the baseline, `sealed` the subject. */
 async function rowsOf(

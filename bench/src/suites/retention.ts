@@ -8,6 +8,7 @@ import { createSqliteStore } from '@cairn/store-sqlite';
 import { openThread } from '@cairn/thread';
 import pg from 'pg';
 import type { Suite } from '../harness.js';
+import { POSTGRES_URL, postgresUnreachable } from '../postgres.js';
 
 /**
  * A sweep (`store.sweep`) over many stored threads while workers run turns on other
@@ -15,22 +16,6 @@ import type { Suite } from '../harness.js';
  * the same workers without it, in alternating windows of one run.
  * BENCH_SWEEP_THREADS (default 2,000) scales the swept threads (the issue's 10,000).
  */
-const POSTGRES_URL = process.env.CAIRN_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-/** Why the server cannot be reached, or null when it answers. */
-async function postgresUnreachable(): Promise<string | null> {
-  const c = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3000 });
-  c.on('error', () => undefined);
-  try {
-    await c.connect();
-    return null;
-  } catch (e) {
-    return e instanceof Error ? e.message : String(e);
-  } finally {
-    await c.end().catch(() => undefined);
-  }
-}
-
 const SWEPT = Number(process.env.BENCH_SWEEP_THREADS ?? 2000);
 const WORKERS = 4;
 const ROUNDS = 3;

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@cairn/core';
-import type { MemoryHit, Store } from '@cairn/store';
+import type { MemoryHit } from '@cairn/store';
 import { normalizeNewMessages, planMessageBatch } from '@cairn/store/adapter';
 import { createSqliteStore } from '@cairn/store-sqlite';
 import Database from 'better-sqlite3';
@@ -14,7 +14,7 @@ import {
   measure,
   type Suite,
 } from '../harness.js';
-import { chainRows, type Row } from '../messages.js';
+import { appendChain, chainRows, type Row } from '../messages.js';
 import { rng } from '../random.js';
 import { rawSqliteChain } from '../sqlite-chain.js';
 
@@ -29,16 +29,6 @@ function rawDb(path: string): Database.Database {
 const BARE_TABLE = `CREATE TABLE IF NOT EXISTS bare (
   id TEXT PRIMARY KEY, thread_id TEXT, parent_id TEXT, role TEXT, type TEXT, data TEXT, created_at INTEGER, depth INTEGER
 )`;
-
-async function appendChain(store: Store, threadId: string, n: number): Promise<string> {
-  let parent: string | null = null;
-  for (let start = 0; start < n; start += 10_000) {
-    const rows = chainRows(threadId, Math.min(10_000, n - start), parent);
-    await store.addMessages(rows);
-    parent = rows[rows.length - 1]!.id;
-  }
-  return parent!;
-}
 
 /** Reciprocal rank fusion of two rankings (k = 60), the top `limit`. */
 function fuse(a: MemoryHit[], b: MemoryHit[], limit: number): string[] {
