@@ -137,7 +137,8 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/assistants',
-      handler: async ({ body, caller, identity }) => {
+      handler: async ({ body, caller }) => {
+        const { identity } = caller;
         const b = v.body(body, false);
         const graphId = v.optString(b, 'graph_id');
         if (!graphId) throw v.badRequest('graph_id is required');
@@ -290,7 +291,8 @@ export function assistantRoutes(ctx: ServerContext): Route[] {
     {
       method: 'DELETE',
       path: '/assistants/:assistant_id',
-      handler: async ({ params, query, caller, identity }) => {
+      handler: async ({ params, query, caller }) => {
+        const { identity } = caller;
         const id = idParam(params);
         await get(id, caller, 'delete');
         if (query.get('delete_threads') === 'true') {

@@ -58,7 +58,8 @@ export function nextRun(schedule: string, after: Date): Date {
 export function cronRoutes(ctx: ServerContext): Route[] {
   const create =
     (onThread: boolean) =>
-    async ({ params, body, caller, identity }: Parameters<Route['handler']>[0]) => {
+    async ({ params, body, caller }: Parameters<Route['handler']>[0]) => {
+      const { identity } = caller;
       const b = v.body(body, false);
       const schedule = v.optString(b, 'schedule');
       if (!schedule) throw v.badRequest('schedule is required');
@@ -104,7 +105,8 @@ export function cronRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/runs/crons/search',
-      handler: async ({ body, caller, identity }) => {
+      handler: async ({ body, caller }) => {
+        const { identity } = caller;
         const b = v.body(body);
         const { limit, offset } = v.paging(b);
         const assistantId = v.optString(b, 'assistant_id');
@@ -128,7 +130,8 @@ export function cronRoutes(ctx: ServerContext): Route[] {
     {
       method: 'DELETE',
       path: '/runs/crons/:cron_id',
-      handler: async ({ params, caller, identity }) => {
+      handler: async ({ params, caller }) => {
+        const { identity } = caller;
         const id = v.uuidParam(params.cron_id, 'cron_id');
         const filters = await caller.authorize('crons:delete', { cron_id: id });
         const c = await ctx.crons.get(id);

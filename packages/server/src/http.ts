@@ -32,8 +32,6 @@ export interface RequestContext {
   headers: IncomingMessage['headers'];
   /** Who called (see `Caller`). */
   caller: Caller;
-  /** `caller.identity`: the identity resources are kept to, null when they are not. */
-  identity: Identity;
   /** Aborted when the client goes away. */
   signal: AbortSignal;
   res: ServerResponse;

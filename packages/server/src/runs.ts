@@ -349,7 +349,8 @@ export function runRoutes(ctx: ServerContext): Route[] {
     {
       method: 'GET',
       path: '/threads/:thread_id/runs',
-      handler: async ({ params, query, caller, identity }) => {
+      handler: async ({ params, query, caller }) => {
+        const { identity } = caller;
         const threadId = threadParam(params);
         await getThread(ctx, threadId, caller);
         const q = v.queryBody(query);

@@ -159,7 +159,6 @@ export class CairnServer {
         body,
         headers: req.headers,
         caller,
-        identity: caller.identity,
         signal: abort.signal,
         res,
       });

@@ -78,7 +78,8 @@ export function storeRoutes(ctx: ServerContext): Route[] {
     {
       method: 'PUT',
       path: '/store/items',
-      handler: async ({ body, caller, identity }) => {
+      handler: async ({ body, caller }) => {
+        const { identity } = caller;
         const b = v.body(body, false);
         checkNamespace(v.optStringArray(b, 'namespace'), identity);
         const asked: Json = { namespace: b.namespace, key: b.key, value: b.value };
@@ -110,7 +111,8 @@ export function storeRoutes(ctx: ServerContext): Route[] {
     {
       method: 'GET',
       path: '/store/items',
-      handler: async ({ query, caller, identity }) => {
+      handler: async ({ query, caller }) => {
+        const { identity } = caller;
         const raw = query.get('namespace');
         const asked: Json = { namespace: raw ? raw.split('.') : [], key: query.get('key') };
         const filters = await caller.authorize('store:get', asked);
@@ -126,7 +128,8 @@ export function storeRoutes(ctx: ServerContext): Route[] {
     {
       method: 'DELETE',
       path: '/store/items',
-      handler: async ({ body, caller, identity }) => {
+      handler: async ({ body, caller }) => {
+        const { identity } = caller;
         const b = v.body(body, false);
         checkNamespace(v.optStringArray(b, 'namespace'), identity, false);
         const asked: Json = { namespace: b.namespace, key: b.key };
@@ -148,7 +151,8 @@ export function storeRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/store/items/search',
-      handler: async ({ body, caller, identity }) => {
+      handler: async ({ body, caller }) => {
+        const { identity } = caller;
         const b = v.body(body);
         let prefix = v.optStringArray(b, 'namespace_prefix') ?? [];
         if (prefix.length > 0) checkNamespace(prefix, identity);
@@ -182,7 +186,8 @@ export function storeRoutes(ctx: ServerContext): Route[] {
     {
       method: 'POST',
       path: '/store/namespaces',
-      handler: async ({ body, caller, identity }) => {
+      handler: async ({ body, caller }) => {
+        const { identity } = caller;
         const b = v.body(body);
         let prefix = v.optStringArray(b, 'prefix');
         if (prefix?.length) checkNamespace(prefix, identity);
