@@ -333,6 +333,10 @@ for (const db of await databases()) {
       expect(anonymous.headers.get('www-authenticate')).toBe('Bearer');
       expect(await anonymous.text()).toBe('Could not validate credentials');
       expect((await fetch(`${ada.url}/info`)).status).toBe(200);
+      // An Auth object decides alone: not together with tokens or an authenticate hook.
+      await expect(
+        start({ auth: { langgraph: auth, tokens: { t: 'ada' } } }),
+      ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     });
 
     it('answers only loopback host names when bound to loopback', async () => {
