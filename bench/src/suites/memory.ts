@@ -351,9 +351,9 @@ ${
 
 ${quality.join('\n\n')}
 
-Hybrid scores every candidate of the two searches (each fetched 40 deep) by (1 + cosine) / 2 plus 0.05 / its keyword
-rank: reciprocal rank fusion (k = 60) gave USE Lite 0.850 / 0.618 / 0.460 (all / sharing none / paraphrase) on this set,
-incidental word matches pushing semantic hits out of the top 5. "Sharing none" means no content
+Hybrid ranks every candidate of the two searches (each fetched 40 deep) by its largest standard score (standard
+deviations above the mean of each search's hits): reciprocal rank fusion (k = 60) gave USE Lite 0.850 / 0.618 / 0.460
+(all / sharing none / paraphrase) on this set, incidental word matches pushing semantic hits out of the top 5. "Sharing none" means no content
 word of the query (stop words aside) occurs in any of its answers; the paraphrase queries were written that way (the
 bench refuses to run if one shares a word). Keyword search cannot find those, and the hashing embedder (words and
 their parts, not meaning) finds them only through shared character n-grams. The USE Lite rows are

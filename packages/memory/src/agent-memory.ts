@@ -37,7 +37,7 @@ import {
 import { type ChunkOptions, checkChunkOptions, chunkText } from './chunk-text.js';
 import { checkEmbedder, type Embedder, embedChecked } from './embedder.js';
 import { hashingEmbedder } from './hashing-embedder.js';
-import type { RankingName } from './rank-fusion.js';
+import { type RankingName, standardScore } from './rank-fusion.js';
 
 export interface CreateMemoryOptions {
   store: Store;
@@ -190,8 +190,9 @@ export interface RecallHit {
   memory: Memory;
   /**
    * Higher is better. `vector`: cosine similarity. `keyword`: the store's keyword
-   * relevance. `hybrid`: `(1 + cosine) / 2 + 0.05 / keyword rank` (0 to 1.05). Times the
-   * recency factor when `recencyHalfLifeMs` is given.
+   * relevance. `hybrid`: `1 / (1 + e^-z)` (0 to 1), z the hit's largest standard score in
+   * the two searches (see `recall`). Times the recency factor when `recencyHalfLifeMs` is
+   * given.
    */
   score: number;
   /** The rankings that found it: `['vector']`, `['keyword']` or both. */
@@ -221,15 +222,6 @@ export interface UpdateInput {
   metadata?: JsonObject;
 }
 
-/**
- * Hybrid scoring: a candidate of either ranking scores (1 + cosine) / 2, plus this over
- * its keyword rank when the keyword search found it. Measured on bench/'s labelled
- * set, reciprocal rank fusion let incidental word matches push a semantic embedder's
- * paraphrase hits out of the top 5 (recall@5 0.46 against vector's 0.88); this keeps
- * vector's order and lets a keyword match lift a candidate (hashing embedder: 0.62
- * against keyword's 0.61 and vector's 0.60).
- */
-const KEYWORD_BOOST = 0.05;
 const LOOKUP_CHUNK = 500;
 
 const invalid = invalidArgument;
@@ -676,11 +668,13 @@ export class AgentMemory {
    *
    * - `vector`: cosine similarity between the query's embedding and each memory's.
    * - `keyword`: the store's full-text ranking (memories sharing words with the query).
-   * - `hybrid` (default): both rankings, each fetched `max(4 × limit, 20)` deep; every
-   *   candidate scores `(1 + cosine) / 2` (its similarity to the query, 0 if it has no
-   *   embedding) plus `0.05 / keyword rank` when the keyword search found it. Vector
-   *   order is kept unless a keyword match lifts a candidate, so a semantic match sharing
-   *   no word with the query is never dropped for an incidental word match.
+   * - `hybrid` (default): both rankings, each fetched `max(4 × limit, 20)` deep. A
+   *   candidate's standard score in a ranking is how many standard deviations its score
+   *   (cosine, or keyword relevance) lies above that ranking's mean; it scores
+   *   `1 / (1 + e^-z)` for its largest (a keyword-only hit's cosine is computed from its
+   *   embedding). Whichever search singles a memory out ranks it high, and neither search's
+   *   scale swamps the other's: an incidental word match shared by many memories stands
+   *   out in neither, and a semantic match sharing no word with the query keeps its rank.
    *
    * The scope rule and every filter are applied inside the store's query.
    *
@@ -837,10 +831,16 @@ export class AgentMemory {
         hit.keywordScore = h.score;
       });
       hits = [...byId.values()];
+      // Each candidate scores by the ranking in which it stands out most: its standard score
+      // (how many standard deviations above that search's mean) there, mapped to 0..1.
+      const vectorZ = standardScore(vectorHits.map((h) => h.score));
+      const keywordZ = standardScore(keywordHits.map((h) => h.score));
       for (const h of hits) {
-        h.score =
-          (1 + (h.similarity ?? -1)) / 2 +
-          (h.ranks.keyword === undefined ? 0 : KEYWORD_BOOST / h.ranks.keyword);
+        const z = Math.max(
+          h.similarity === null ? Number.NEGATIVE_INFINITY : vectorZ(h.similarity),
+          h.keywordScore === null ? Number.NEGATIVE_INFINITY : keywordZ(h.keywordScore),
+        );
+        h.score = 1 / (1 + Math.exp(-z));
       }
       // Ties keep the vector ranking's order, then the keyword ranking's.
       hits.sort((a, b) => b.score - a.score);

@@ -44,3 +44,15 @@ export function reciprocalRankFusion<T>(
     .sort((a, b) => b.score - a.score || a.best - b.best || a.order - b.order)
     .map(({ item, score, sources, ranks }) => ({ item, score, sources, ranks }));
 }
+
+/**
+ * The standard score of a value among `scores`: how many (population) standard deviations
+ * it lies above their mean; 0 when they do not spread (fewer than two, or all equal).
+ * `recall`'s hybrid mode puts its two rankings on one scale with it.
+ */
+export function standardScore(scores: number[]): (score: number) => number {
+  const n = scores.length;
+  const mean = scores.reduce((a, b) => a + b, 0) / (n || 1);
+  const sd = Math.sqrt(scores.reduce((a, s) => a + (s - mean) ** 2, 0) / (n || 1));
+  return (score) => (sd > 0 ? (score - mean) / sd : 0);
+}

@@ -241,12 +241,48 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
       const both = hybrid.filter((h) => h.sources.length === 2);
       expect(both.length).toBeGreaterThan(0);
       for (const h of both) expect(h.sources).toEqual(['vector', 'keyword']);
-      // The score is (1 + cosine) / 2 plus 0.05 over the keyword rank, in descending order.
+      // The score is 1 / (1 + e^-z), z the hit's larger standard score among the two
+      // searches hybrid made (each 20 deep for a limit of 3), in descending order.
+      const deep = { limit: 20 };
+      const vector = await memory.recall('automobile', { ...deep, mode: 'vector' });
+      const words = await memory.recall('automobile', { ...deep, mode: 'keyword' });
+      const z = (xs: number[], x: number) => {
+        const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+        const sd = Math.sqrt(xs.reduce((a, b) => a + (b - mean) ** 2, 0) / xs.length);
+        return sd > 0 ? (x - mean) / sd : 0;
+      };
       for (const h of hybrid) {
-        const expected = (1 + h.similarity!) / 2 + (h.ranks.keyword ? 0.05 / h.ranks.keyword : 0);
-        expect(h.score).toBeCloseTo(expected, 12);
+        const best = Math.max(
+          z(
+            vector.map((v) => v.score),
+            h.similarity!,
+          ),
+          h.keywordScore === null
+            ? Number.NEGATIVE_INFINITY
+            : z(
+                words.map((w) => w.score),
+                h.keywordScore,
+              ),
+        );
+        expect(h.score).toBeCloseTo(1 / (1 + Math.exp(-best)), 12);
       }
       expect(hybrid.map((h) => h.score)).toEqual(hybrid.map((h) => h.score).sort((a, b) => b - a));
+    });
+
+    it('ranks first in hybrid a memory that keyword search singles out, though its embedding ranks it last', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a', embedder: conceptEmbedder() });
+      await memory.rememberMany(
+        ['sedan', 'car', 'vehicle', 'sedan car', 'car vehicle', 'drive car'].map((w) => ({
+          text: `A trip in the ${w}`,
+        })),
+      );
+      const ferry = await memory.remember({ text: 'A trip to Zanzibar by ferry' });
+      const query = 'automobile trip Zanzibar';
+      const vector = await memory.recall(query, { mode: 'vector', limit: 7 });
+      expect(vector.at(-1)!.memory.id).toBe(ferry.id);
+      const [top] = await memory.recall(query, { mode: 'hybrid', limit: 1 });
+      expect(top!.memory.id).toBe(ferry.id);
     });
 
     it('does not let an incidental word match push a semantic match out of a hybrid top 1', async () => {
