@@ -48,10 +48,12 @@ export interface StoredLease extends Lease {
  * A memory filter as a driver gets it: `visibleFrom` resolved by the front door to
  * `visibleAnchors`, the messages whose branch-scoped memories count (see `branchAnchor`):
  * a memory counts when it is not branch-scoped or its anchor is among them. Left out: no
- * condition.
+ * condition. `branchThreadId` (the front door's own, for `forget`): only the branch-scoped
+ * memories learned on this thread.
  */
 export type DriverMemoryFilter = Omit<MemoryFilter, 'visibleFrom'> & {
   visibleAnchors?: readonly string[];
+  branchThreadId?: string;
 };
 
 /** A value or a promise of it: a synchronous driver (SQLite) returns plain values. */

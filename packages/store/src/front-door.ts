@@ -567,7 +567,10 @@ function threadKeys(t: Thread, idGiven: boolean): TombstoneKey[] {
  * cached embeddings of their content hashes that no remaining memory has. Returns what
  * it deleted.
  */
-async function forgetMemories(s: DriverSession, filter: MemoryFilter): Promise<ForgetCounts> {
+async function forgetMemories(
+  s: DriverSession,
+  filter: DriverMemoryFilter,
+): Promise<ForgetCounts> {
   const page = noCounts();
   const batch = await s.listMemories(filter, FORGET_MEMORY_PAGE, 'oldest');
   if (batch.length === 0) return page;
@@ -1363,6 +1366,9 @@ class FrontDoor implements Store {
       if (key !== null) keys.push({ kind: 'entity', key });
     for (const key of new Set(batch.map((m) => m.worldId)))
       if (key !== null) keys.push({ kind: 'world', key });
+    // Nor is anything learned on a forgotten thread (a background job finishing late).
+    for (const key of new Set(batch.map((m) => m.source?.threadId)))
+      if (key !== undefined) keys.push({ kind: 'thread', key });
     return this.#write(async (s) => {
       await refuseForgotten(s, keys);
       const taken = new Set(await s.takenMemoryIds(batch.map((m) => m.id)));
@@ -1820,6 +1826,12 @@ class FrontDoor implements Store {
       const under = await s.countThreadRows(id);
       if (!(await s.deleteThread(id))) continue;
       addCounts(page, { threads: 1, ...under });
+      // What was learned on the thread and is seen only from its branches goes with it.
+      for (;;) {
+        const memories = await forgetMemories(s, { branchThreadId: id });
+        if (memories.memories === 0) break;
+        addCounts(page, memories);
+      }
       touch({ threadId: id, kind: 'thread' });
     }
     page.leases += await s.deleteLeases(rows.map((r) => runLeaseKey(r.thread.id)));

@@ -33,6 +33,11 @@ export function branchAnchor(memory: Pick<Memory, 'source'>): string | null {
  * `visibleFrom` resolved to `visibleAnchors` (as the front door does).
  */
 export function matchesMemoryFilter(memory: Memory, filter: DriverMemoryFilter = {}): boolean {
+  if (
+    filter.branchThreadId !== undefined &&
+    (branchAnchor(memory) === null || memory.source!.threadId !== filter.branchThreadId)
+  )
+    return false;
   if (filter.visibleAnchors) {
     const anchor = branchAnchor(memory);
     if (anchor !== null && !filter.visibleAnchors.includes(anchor)) return false;

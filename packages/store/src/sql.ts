@@ -72,6 +72,8 @@ export function memoryFilterSql(filter: DriverMemoryFilter, d: SqlFilterDialect)
     where.push(`(${open}${knownAt === undefined ? '' : ` OR ${supersededAfter(knownAt)}`})`);
   }
   // `branch_message_id`: the memory's `branchAnchor`, null when it is not branch-scoped.
+  if (filter.branchThreadId !== undefined)
+    where.push(`${c('branch_thread_id')} = ${d.value(filter.branchThreadId)}`);
   if (filter.visibleAnchors)
     where.push(
       `(${c('branch_message_id')} IS NULL OR ${d.oneOf(c('branch_message_id'), filter.visibleAnchors)})`,

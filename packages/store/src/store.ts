@@ -792,7 +792,9 @@ export interface Store {
   /**
    * Deletes a subject's data for good and refuses it from then on. For a `resourceId`:
    * every thread of that resource and everything under it (messages, branches, state
-   * commits, checkpoints, turns, the thread's run lease). For an `entityId` or
+   * commits, checkpoints, turns, the thread's run lease, and the branch-scoped memories
+   * learned on it: `source.branchScoped`; a memory that is not branch-scoped is its
+   * entity's or world's, forgotten by naming those in the same call). For an `entityId` or
    * `worldId`: every memory with it, its embedding and keyword-index rows, and the
    * embedding-cache rows of its content hash when no remaining memory has that hash.
    *
@@ -801,7 +803,8 @@ export interface Store {
    * thread and branch it deletes. From then on any write that would bring the subject's
    * data back fails with `FORGOTTEN` (details: `kind`, `key`, `at`): `createThread`,
    * `createThreadWithBranch` and `restoreThread` of that resource or of a forgotten
-   * thread id, `addMemories` with that entity or world, a run lease of a forgotten
+   * thread id, `addMemories` with that entity or world or learned on a forgotten thread
+   * (`source.threadId`), a run lease of a forgotten
    * thread, and a write to a forgotten thread or branch (a worker finishing a turn late)
    * that would otherwise be `NOT_FOUND`. Tombstones are kept (they survive reopening)
    * and are never lifted: they hold the ids, never content. A store that keeps deleted

@@ -325,6 +325,43 @@ export function describeForget(options: StoreConformanceOptions): void {
       expect(again.counts).toEqual(times(0, {}));
     });
 
+    it('deletes the branch-scoped memories learned on the resource’s threads, and refuses late ones', async () => {
+      const resource = `res-${newId()}`;
+      const s = await seedThread(store(), resource);
+      const other = await seedThread(store(), `res-${newId()}`);
+      const learned = (thread: Thread, messageId: string, branchScoped: boolean) => ({
+        agentId: 'a',
+        content: { text: `learned on ${thread.id}` },
+        source: { threadId: thread.id, messageIds: [messageId], branchScoped },
+      });
+      const [scoped] = await store().addMemories([
+        learned(s.thread, s.chain[1]!.id, true),
+        learned(s.thread, s.chain[2]!.id, true),
+      ]);
+      const [plain, elsewhere] = await store().addMemories([
+        learned(s.thread, s.chain[2]!.id, false),
+        learned(other.thread, other.chain[2]!.id, true),
+      ]);
+      const receipt = await store().forget({ resourceId: resource });
+      expect(receipt.counts).toEqual({
+        ...times(1, SEEDED),
+        memories: 2,
+        dataKeys: options.encrypted ? 1 : 0,
+      });
+      expect(await store().getMemory(scoped!.id)).toBeNull();
+      // Not branch-scoped: its entity's or world's, not the thread's.
+      expect(await store().getMemory(plain!.id)).not.toBeNull();
+      expect(await store().getMemory(elsewhere!.id)).not.toBeNull();
+      for (const branchScoped of [true, false]) {
+        const e = await expectCode(
+          () => store().addMemories([learned(s.thread, s.chain[2]!.id, branchScoped)]),
+          'FORGOTTEN',
+        );
+        expect(e.details).toEqual({ kind: 'thread', key: s.thread.id, at: receipt.at });
+      }
+      await store().addMemories([learned(other.thread, other.chain[1]!.id, true)]);
+    });
+
     it('deletes what a write in progress for the subject commits while the forget begins', async () => {
       const resource = `res-${newId()}`;
       const entity = `ent-${newId()}`;
