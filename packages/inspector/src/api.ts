@@ -8,7 +8,7 @@ import {
   type Thread,
   type Viewer,
 } from '@cairn/core';
-import { type Embedder, embedChecked, type RankingName, reciprocalRankFusion } from '@cairn/memory';
+import { type Embedder, embedChecked, hybridFusion, type RecallHit } from '@cairn/memory';
 import type { MemoryFilter, MemoryHit, Store } from '@cairn/store';
 import { forkBranchName, messageText, runKey, stateAsOf } from '@cairn/thread';
 import { diffStates, REPLACE_EVERY_FIELD } from './state-view.js';
@@ -365,7 +365,9 @@ export class InspectorApi {
       filter.viewer = this.#viewerFor(threadId);
     }
     const limit = 12;
-    const rankings: Array<{ name: RankingName; items: MemoryHit[] }> = [];
+    let vector: number[] | null = null;
+    let vectorHits: MemoryHit[] = [];
+    let keywordHits: MemoryHit[] = [];
     if (mode !== 'keyword' && this.#embedder) {
       const space = await this.#store.getEmbeddingSpace();
       if (space?.embedderId && space.embedderId !== this.#embedder.id) {
@@ -373,26 +375,28 @@ export class InspectorApi {
           `the store's vectors were made by ${space.embedderId}, not ${this.#embedder.id}: search by keyword`,
         );
       }
-      const [vector] = await embedChecked(this.#embedder, [query]);
-      rankings.push({
-        name: 'vector',
-        items: await this.#store.searchMemories({ vector: vector!, filter, limit }),
-      });
+      [vector] = (await embedChecked(this.#embedder, [query])) as [number[]];
+      vectorHits = await this.#store.searchMemories({ vector, filter, limit });
     }
-    if (mode !== 'vector') {
-      rankings.push({
-        name: 'keyword',
-        items: await this.#store.searchMemories({ text: query, filter, limit }),
-      });
-    }
-    const fused = reciprocalRankFusion(rankings, (h) => h.memory.id).slice(0, limit);
-    const scoreIn = (name: RankingName, id: string) =>
-      rankings.find((r) => r.name === name)?.items.find((h) => h.memory.id === id)?.score ?? null;
+    if (mode !== 'vector')
+      keywordHits = await this.#store.searchMemories({ text: query, filter, limit });
+    // Ranked as `recall` ranks: hybrid by its fusion, a single search by its own score.
+    const hits: RecallHit[] =
+      mode === 'hybrid'
+        ? hybridFusion(vectorHits, keywordHits, vector).slice(0, limit)
+        : (mode === 'vector' ? vectorHits : keywordHits).map((h, i) => ({
+            memory: h.memory,
+            score: h.score,
+            sources: [mode],
+            ranks: { [mode]: i + 1 },
+            similarity: mode === 'vector' ? h.score : null,
+            keywordScore: mode === 'keyword' ? h.score : null,
+          }));
     return {
       query,
       mode,
       viewer: filter.viewer ?? null,
-      hits: fused.map(({ item: { memory: m }, score, sources, ranks }) => ({
+      hits: hits.map(({ memory: m, score, sources, ranks, similarity, keywordScore }) => ({
         id: m.id,
         type: m.type,
         scope: m.scope,
@@ -403,8 +407,8 @@ export class InspectorApi {
         score,
         sources,
         ranks,
-        similarity: scoreIn('vector', m.id),
-        keywordScore: scoreIn('keyword', m.id),
+        similarity,
+        keywordScore,
         // The messages it was learned from, and its place among the versions of its fact.
         provenance: m.source,
         validFrom: m.validFrom,

@@ -19,7 +19,6 @@ import {
 import {
   type BranchView,
   contentHash,
-  cosineSimilarity,
   MAX_MEMORY_TEXT_LENGTH,
   type MemoryFilter,
   type MemoryHit,
@@ -37,7 +36,7 @@ import {
 import { type ChunkOptions, checkChunkOptions, chunkText } from './chunk-text.js';
 import { checkEmbedder, type Embedder, embedChecked } from './embedder.js';
 import { hashingEmbedder } from './hashing-embedder.js';
-import { type RankingName, standardScore } from './rank-fusion.js';
+import { hybridFusion, type RankingName } from './rank-fusion.js';
 
 export interface CreateMemoryOptions {
   store: Store;
@@ -798,52 +797,7 @@ export class AgentMemory {
           keywordScore: h.score,
         }));
     } else {
-      const byId = new Map<string, RecallHit>();
-      vectorHits.forEach((h, i) => {
-        byId.set(h.memory.id, {
-          memory: h.memory,
-          score: 0,
-          sources: ['vector'],
-          ranks: { vector: i + 1 },
-          similarity: h.score,
-          keywordScore: null,
-        });
-      });
-      keywordHits.forEach((h, i) => {
-        let hit = byId.get(h.memory.id);
-        if (!hit) {
-          const e = h.memory.embedding;
-          hit = {
-            memory: h.memory,
-            score: 0,
-            sources: [],
-            ranks: {},
-            similarity:
-              queryVector && e && e.length === queryVector.length
-                ? cosineSimilarity(queryVector, e)
-                : null,
-            keywordScore: null,
-          };
-          byId.set(h.memory.id, hit);
-        }
-        hit.sources.push('keyword');
-        hit.ranks.keyword = i + 1;
-        hit.keywordScore = h.score;
-      });
-      hits = [...byId.values()];
-      // Each candidate scores by the ranking in which it stands out most: its standard score
-      // (how many standard deviations above that search's mean) there, mapped to 0..1.
-      const vectorZ = standardScore(vectorHits.map((h) => h.score));
-      const keywordZ = standardScore(keywordHits.map((h) => h.score));
-      for (const h of hits) {
-        const z = Math.max(
-          h.similarity === null ? Number.NEGATIVE_INFINITY : vectorZ(h.similarity),
-          h.keywordScore === null ? Number.NEGATIVE_INFINITY : keywordZ(h.keywordScore),
-        );
-        h.score = 1 / (1 + Math.exp(-z));
-      }
-      // Ties keep the vector ranking's order, then the keyword ranking's.
-      hits.sort((a, b) => b.score - a.score);
+      hits = hybridFusion(vectorHits, keywordHits, queryVector);
     }
     if (recencyHalfLifeMs !== undefined) {
       const now = options.now ?? Date.now();

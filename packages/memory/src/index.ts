@@ -27,4 +27,9 @@ export {
   type RecalledMemory,
 } from './memories-provider.js';
 export { type OpenAIEmbedderOptions, openAIEmbedder } from './openai-embedder.js';
-export { type FusedItem, type RankingName, reciprocalRankFusion } from './rank-fusion.js';
+export {
+  type FusedItem,
+  hybridFusion,
+  type RankingName,
+  reciprocalRankFusion,
+} from './rank-fusion.js';
