@@ -27,6 +27,22 @@ interface Turn {
   speaker: string;
   dia_id: string;
   text: string;
+  /** When its session took place (ms since the epoch, UTC). */
+  at: number;
+}
+
+const MONTHS =
+  'january february march april may june july august september october november december'.split(
+    ' ',
+  );
+
+/** A session's date as LoCoMo writes it: `1:56 pm on 8 May, 2023`. */
+function sessionTime(text: string): number {
+  const m = /^(\d+):(\d+) (am|pm) on (\d+) (\w+),? (\d+)$/i.exec(text.trim());
+  const month = m ? MONTHS.indexOf(m[5]!.toLowerCase()) : -1;
+  if (!m || month < 0) throw new Error(`LoCoMo: a session date that does not parse: ${text}`);
+  const hour = (Number(m[1]) % 12) + (m[3]!.toLowerCase() === 'pm' ? 12 : 0);
+  return Date.UTC(Number(m[6]), month, Number(m[4]), hour, Number(m[2]));
 }
 interface Question {
   question: string;
@@ -51,7 +67,10 @@ function load(): Conversation[] {
         .sort((a, b) => Number(a.slice(8)) - Number(b.slice(8)));
       return {
         name: f.replace(/\.json$/, ''),
-        turns: sessions.flatMap((s) => c[s] as Turn[]),
+        turns: sessions.flatMap((s) => {
+          const at = sessionTime(c[`${s}_date_time`] as string);
+          return (c[s] as Omit<Turn, 'at'>[]).map((t) => ({ ...t, at }));
+        }),
         // Category 5 is adversarial: its answer is not in the conversation.
         questions: (raw.qa as Question[]).filter(
           (q) => q.category >= 1 && q.category <= 4 && q.evidence.length > 0,
@@ -97,6 +116,7 @@ const suite: Suite = {
           const stored = await memory.rememberMany(
             conv.turns.map((t) => ({
               text: `${t.speaker}: ${t.text}`,
+              validFrom: t.at,
               metadata: { dia: t.dia_id },
             })),
             { allowDuplicate: true },
@@ -138,7 +158,7 @@ const suite: Suite = {
     return {
       markdown: [
         `${conversations.length} LoCoMo conversations (${conversations.map((c) => c.name).join(', ')}; ${turns} turns, ${questions} questions of categories 1–4), each turn`,
-        'stored as one memory `Speaker: text` with `rememberMany` on a fresh SQLite store, each',
+        "stored as one memory `Speaker: text` (valid from its session's date) with `rememberMany` on a fresh SQLite store, each",
         'question recalled with `recall(question, { mode, limit: 10 })`; found at k when one of',
         "its evidence turns is in the top k. The benchmark's data is read from outside the",
         'repository and never committed.',
