@@ -89,3 +89,4 @@ process.stdout.write(
     ms,
   })}\n`,
 );
+process.exit(0);

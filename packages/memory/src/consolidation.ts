@@ -12,9 +12,14 @@ import {
   keysOf,
   type Memory,
   newId,
-  type Timestamp,
 } from '@cairn/core';
-import { type CloseMemoryOptions, contentHash, cosineSimilarity, type Store } from '@cairn/store';
+import {
+  type CloseMemoryOptions,
+  contentHash,
+  cosineSimilarity,
+  type Page,
+  type Store,
+} from '@cairn/store';
 import { branchAnchor } from '@cairn/store/adapter';
 
 const invalid = invalidArgument;
@@ -57,7 +62,10 @@ export type CandidateReason = 'same-text' | 'same-key' | 'similar';
 
 export interface CandidateGroup {
   reason: CandidateReason;
-  /** Two or more memories, oldest first (by `validFrom`, none first, then `createdAt`). */
+  /**
+   * Two or more memories, oldest first (by `validFrom`, none first, then `createdAt`);
+   * `embedding` is null unless the pass was given `similarity`.
+   */
   memories: Memory[];
 }
 
@@ -93,7 +101,10 @@ export interface ConsolidateOptions extends ConsolidationScope {
    * ignores `similar` groups).
    */
   similarity?: number;
-  /** The newest this many current memories are looked at (default 10,000, at most 100,000). */
+  /**
+   * The most current memories one pass looks at (default 100,000, at most 1,000,000), the
+   * first in id order. Their embeddings are held only with `similarity`.
+   */
   limit?: number;
   /** The owner recorded on the lease; a fresh id by default. */
   owner?: string;
@@ -233,7 +244,7 @@ export function checkConsolidateOptions(
     scope,
     rule: o.rule ?? defaultConsolidationRule,
     similarity: similarity ?? null,
-    limit: int(o.limit, 'limit', 10_000, 100_000),
+    limit: int(o.limit, 'limit', 100_000, 1_000_000),
     owner: o.owner,
     leaseTtlMs: int(o.leaseTtlMs, 'leaseTtlMs', 60_000, 86_400_000),
     signal: o.signal,
@@ -241,9 +252,9 @@ export function checkConsolidateOptions(
 }
 
 /** Memories read per page: small reads, so a pass never holds the store long. */
-const PAGE = 250;
-/** Memories compared for similarity between two yields to other work. */
-const COMPARE_SLICE = 64;
+const PAGE = 64;
+/** Pairs compared for similarity between two yields to other work. */
+const COMPARE_SLICE = 4096;
 
 const yieldToOthers = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -280,9 +291,10 @@ async function similarGroups(memories: Memory[], threshold: number): Promise<Mem
       while (parent[i] !== i) i = parent[i] = parent[parent[i]!]!;
       return i;
     };
+    let compared = 0;
     for (let i = 0; i < withVector.length; i++) {
-      if (i % COMPARE_SLICE === COMPARE_SLICE - 1) await yieldToOthers();
       for (let j = i + 1; j < withVector.length; j++) {
+        if (++compared % COMPARE_SLICE === 0) await yieldToOthers();
         const a = withVector[i]!.embedding!;
         const b = withVector[j]!.embedding!;
         if (a.length === b.length && cosineSimilarity(a, b) >= threshold) parent[root(j)] = root(i);
@@ -301,40 +313,38 @@ async function similarGroups(memories: Memory[], threshold: number): Promise<Mem
 /** The kinds consolidated: documents and their fragments are parts of a whole, never merged. */
 const KINDS = ['message', 'description', 'custom'] as const;
 
-/** The current, open memories of the scope, newest first, a page at a time. */
+/**
+ * The current, open memories of the scope, a small page of the store at a time (by id,
+ * so that a batch written in one millisecond is paged like any other): no read holds the
+ * store, or this process, long. Embeddings are kept only when `similarity` needs them.
+ */
 async function readCurrent(
   store: Store,
   agentId: string,
   o: CheckedConsolidate,
 ): Promise<Memory[]> {
   const out: Memory[] = [];
-  const seen = new Set<string>();
-  let before: Timestamp | undefined;
-  while (out.length < o.limit) {
-    const page = await store.listMemories(
-      {
-        agentId,
-        types: [...KINDS],
-        ...o.scope,
-        knownAt: Date.now(),
-        ...(before === undefined ? {} : { createdBefore: before }),
-      },
-      { limit: PAGE, order: 'newest' },
-    );
-    let fresh = 0;
-    for (const m of page) {
-      if (seen.has(m.id)) continue;
-      seen.add(m.id);
-      fresh++;
-      if (m.validTo === null && out.length < o.limit) out.push(m);
+  const { entityId, roomId, worldId } = o.scope;
+  let cursor: string | null = null;
+  do {
+    const page: Page<Memory> = await store.scanMemories({ limit: PAGE, cursor });
+    for (const m of page.items) {
+      if (
+        m.agentId !== agentId ||
+        !(KINDS as readonly string[]).includes(m.type) ||
+        m.supersededAt !== null ||
+        m.validTo !== null ||
+        (entityId !== undefined && m.entityId !== entityId) ||
+        (roomId !== undefined && m.roomId !== roomId) ||
+        (worldId !== undefined && m.worldId !== worldId)
+      )
+        continue;
+      out.push(o.similarity === null ? { ...m, embedding: null } : m);
+      if (out.length >= o.limit) return out;
     }
-    if (page.length < PAGE) break;
-    const last = page.at(-1)!.createdAt;
-    // The next page starts at the last one's instant (others may share it), unless this
-    // page brought nothing new: then past it.
-    before = fresh === 0 ? last : last + 1;
+    cursor = page.nextCursor;
     await yieldToOthers();
-  }
+  } while (cursor !== null && !o.signal?.aborted);
   return out;
 }
 

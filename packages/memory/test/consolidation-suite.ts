@@ -126,6 +126,18 @@ export function describeConsolidationSuite(name: string, factory: ConsolidationF
       expect((await store.getLease(consolidationLeaseKey('a')))?.releasedAt).not.toBeNull();
     });
 
+    it('finds every duplicate of a batch written in one millisecond, however large', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a' });
+      const createdAt = Date.now();
+      const texts = Array.from({ length: 300 }, (_, i) => `fact number ${i}`);
+      await memory.rememberMany(
+        [...texts, ...texts.map((t) => t.toUpperCase())].map((text) => ({ text, createdAt })),
+      );
+      expect(await memory.consolidate()).toMatchObject({ scanned: 600, groups: 300, merged: 300 });
+      expect(await current(store, 'a')).toEqual([...texts].sort());
+    });
+
     it('ends an older value of a declared factKey by the newer one, and only then', async () => {
       const store = await newStore();
       const memory = createMemory({ store, agentId: 'a' });
