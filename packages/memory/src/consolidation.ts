@@ -392,9 +392,11 @@ function checkDecision(d: unknown, group: CandidateGroup, at: string): Consolida
     if (old === by) throw invalid(`${at}: a memory cannot supersede itself`, { field: `${at}.by` });
     const byFrom = group.memories.find((m) => m.id === by)!.validFrom;
     const oldFrom = group.memories.find((m) => m.id === old)!.validFrom;
-    if (byFrom !== null && oldFrom !== null && byFrom < oldFrom)
+    // The old one holds until the new one starts (now, when it holds since always).
+    const until = byFrom ?? Date.now();
+    if (oldFrom !== null && until < oldFrom)
       throw invalid(
-        `${at}: ${by} (validFrom ${byFrom}) starts before ${old} (validFrom ${oldFrom}) and cannot supersede it`,
+        `${at}: ${by} (validFrom ${byFrom ?? 'none: from now'}) starts before ${old} (validFrom ${oldFrom}) and cannot supersede it`,
         { field: `${at}.by` },
       );
     return { action, old, by, ...(reason === undefined ? {} : { reason }) };
