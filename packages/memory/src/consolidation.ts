@@ -408,7 +408,8 @@ function checkDecision(d: unknown, group: CandidateGroup, at: string): Consolida
 
 /**
  * Closes `memory` as replaced by `into`, in a transaction of its own: only if it is still
- * as read and `into` still exists. False when a concurrent write got there first.
+ * as read and `into` is still current with the text (and `factKey`) read. False when a
+ * concurrent write got there first.
  */
 async function closeInto(
   store: Store,
@@ -426,8 +427,15 @@ async function closeInto(
   else close.validTo = Math.max(Date.now(), memory.validFrom ?? 0);
   try {
     return await store.transaction(async (tx) => {
-      // What replaces it must still be there (a forgotten memory replaces nothing).
-      if (!(await tx.getMemory(into.id))) return false;
+      // What replaces it must still say what the rule saw (and be there, and current).
+      const target = await tx.getMemory(into.id);
+      if (
+        !target ||
+        target.supersededAt !== null ||
+        target.contentHash !== into.contentHash ||
+        target.metadata.factKey !== into.metadata.factKey
+      )
+        return false;
       await tx.closeMemory(memory.id, close);
       return true;
     });

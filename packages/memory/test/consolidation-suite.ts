@@ -224,6 +224,41 @@ export function describeConsolidationSuite(name: string, factory: ConsolidationF
       expect(await memory.consolidate()).toMatchObject({ merged: 1, skipped: 0 });
     });
 
+    it('does not merge into, or supersede by, a memory changed or forgotten while the pass decided', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a' });
+      const twice = { allowDuplicate: true };
+      const keep = await memory.remember({ text: 'Ada likes tea' });
+      const dup = await memory.remember({ text: 'ada likes tea' }, twice);
+      const key = { factKey: 'bob.home' };
+      const old = await memory.remember({
+        text: 'Bob lives in Rome',
+        metadata: key,
+        validFrom: day(1),
+      });
+      const by = await memory.remember({
+        text: 'Bob lives in Oslo',
+        metadata: key,
+        validFrom: day(2),
+      });
+      const report = await memory.consolidate({
+        rule: async (group) => {
+          // Meanwhile: the kept memory now says something else; the newer value is forgotten.
+          if (group.reason === 'same-text')
+            await memory.update(keep.id, { text: 'Ada likes coffee' });
+          else await memory.forget(by.id);
+          return defaultConsolidationRule(group, {});
+        },
+      });
+      expect(report).toMatchObject({ groups: 2, merged: 0, superseded: 0, skipped: 2 });
+      for (const m of [dup, old]) expect((await memory.get(m.id))!.supersededAt).toBeNull();
+      expect(await current(store, 'a')).toEqual([
+        'Ada likes coffee',
+        'Bob lives in Rome',
+        'ada likes tea',
+      ]);
+    });
+
     it('runs one pass per scope across store instances: another runner finds ran: false', async () => {
       const [s1, s2] = factory.twins ? await factory.twins() : [await newStore(), undefined];
       if (factory.twins) open.push(s1, s2!);
