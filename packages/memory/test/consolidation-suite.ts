@@ -356,6 +356,34 @@ export function describeConsolidationSuite(name: string, factory: ConsolidationF
       expect(await current(store, 'a')).toEqual(['Ada likes tea']);
     });
 
+    it('goes on after a failed pass: the error goes to onError and lastError', async () => {
+      const store = await newStore();
+      const memory = createMemory({ store, agentId: 'a' });
+      await memory.remember({ text: 'Ada likes tea' });
+      await memory.remember({ text: 'ada likes tea' }, { allowDuplicate: true });
+      const failure = new Error('the model is down');
+      let calls = 0;
+      const errors: unknown[] = [];
+      const done = gate();
+      const runner = memory.startConsolidation({
+        intervalMs: 1,
+        rule: (group) => {
+          if (++calls === 1) throw failure;
+          return defaultConsolidationRule(group, {});
+        },
+        onError: (e) => errors.push(e),
+        onReport: (r) => {
+          if (r.merged > 0) done.open();
+        },
+      });
+      await done.opened;
+      await runner.stop();
+      expect(errors).toEqual([failure]);
+      expect(runner.lastError).toBe(failure);
+      expect(runner.lastReport).toMatchObject({ merged: 1 });
+      expect(await current(store, 'a')).toEqual(['Ada likes tea']);
+    });
+
     it('refuses bad options and bad decisions with INVALID_ARGUMENT, closing nothing of the group', async () => {
       const store = await newStore();
       const memory = createMemory({ store, agentId: 'a' });
