@@ -34,6 +34,12 @@ import {
   planSupersede,
 } from '@cairn/store/adapter';
 import { type ChunkOptions, checkChunkOptions, chunkText } from './chunk-text.js';
+import {
+  type ConsolidateOptions,
+  type ConsolidationReport,
+  checkConsolidateOptions,
+  consolidatePass,
+} from './consolidation.js';
 import { checkEmbedder, type Embedder, embedChecked } from './embedder.js';
 import { hashingEmbedder } from './hashing-embedder.js';
 import { hybridFusion, type RankingName } from './rank-fusion.js';
@@ -219,6 +225,25 @@ export interface UpdateInput {
   text?: string;
   /** Replaces the metadata. */
   metadata?: JsonObject;
+}
+
+/** `startConsolidation`'s options: `consolidate`'s, and when and where to report. */
+export interface ConsolidationRunnerOptions extends ConsolidateOptions {
+  /** The pause after each pass before the next (ms). Default 60,000. */
+  intervalMs?: number;
+  onReport?: (report: ConsolidationReport) => void;
+  /** A pass that failed; the next one still runs on time. */
+  onError?: (error: unknown) => void;
+}
+
+/** A background consolidation started by `startConsolidation`. */
+export interface ConsolidationRunner {
+  /** The last pass's report; null before the first ends. */
+  readonly lastReport: ConsolidationReport | null;
+  /** The last failed pass's error; undefined when none failed. */
+  readonly lastError: unknown;
+  /** Stops: no pass starts after it, the running one ends after its current decision. */
+  stop(): Promise<void>;
 }
 
 const LOOKUP_CHUNK = 500;
@@ -1033,6 +1058,117 @@ export class AgentMemory {
       if (removed > 0) this.#version++;
       return removed > 0;
     });
+  }
+
+  /**
+   * One pass of consolidation over this agent's current memories (optionally of one
+   * entity, room or world), off the hot path: it merges duplicates and ends facts that a
+   * newer one contradicts, by `rule` (default `defaultConsolidationRule`: same text after
+   * normalisation merges into the oldest; among memories declaring the same
+   * `metadata.factKey`, the one with the latest `validFrom` supersedes the others).
+   * Candidates are grouped within one place only — agent, type, entity, room, world,
+   * scope and branch — never across them; documents and fragments are left alone.
+   *
+   * Nothing is deleted: what is merged or superseded is closed (`Store.closeMemory`), its
+   * `metadata.consolidated` saying by what and why, so `history` and `recall({ asOf })`
+   * still find it. Each close is a small transaction of its own that applies only if the
+   * memory is still as the pass read it: a concurrent write wins and the pass skips that
+   * decision (`skipped`). The pass holds the lease `consolidationLeaseKey(agentId, scope)`:
+   * one runner per scope across processes; another finds `ran: false`. It does not queue
+   * behind this instance's writes, nor they behind it. Bad options, or a rule's decision
+   * naming a memory outside its group, are `INVALID_ARGUMENT` (a group's decisions are
+   * all checked before any of them is applied).
+   *
+   * @example
+   * ```ts
+   * const report = await memory.consolidate();
+   * console.log(report.merged, report.superseded); // e.g. 3 1
+   * // An LLM decides instead (any async function returning decisions):
+   * await memory.consolidate({ similarity: 0.9, rule: async (group) => askModel(group.memories) });
+   * ```
+   */
+  async consolidate(options: ConsolidateOptions = {}): Promise<ConsolidationReport> {
+    const o = checkConsolidateOptions(options);
+    return consolidatePass(this.#store, this.agentId, o, () => {
+      this.#version++;
+    });
+  }
+
+  /**
+   * Runs `consolidate` in the background: a first pass at once, then one `intervalMs`
+   * (default 60,000) after each pass ends, until `stop()`. Each pass reports to
+   * `onReport`; a failed pass goes to `onError` (and `lastError`) and the next one runs
+   * on time. Options as for `consolidate`. The timer does not keep the process alive.
+   *
+   * @example
+   * ```ts
+   * const runner = memory.startConsolidation({ intervalMs: 5 * 60_000 });
+   * // ... on shutdown:
+   * await runner.stop();
+   * ```
+   */
+  startConsolidation(options: ConsolidationRunnerOptions = {}): ConsolidationRunner {
+    const o = checkConsolidateOptions(options, 'startConsolidation options', [
+      'intervalMs',
+      'onReport',
+      'onError',
+    ]);
+    const { intervalMs = 60_000, onReport, onError } = options;
+    if (!Number.isInteger(intervalMs) || intervalMs < 1 || intervalMs > 2_147_483_647)
+      throw invalid(`intervalMs must be a positive integer, got ${String(intervalMs)}`, {
+        field: 'intervalMs',
+      });
+    for (const [name, fn] of [
+      ['onReport', onReport],
+      ['onError', onError],
+    ] as const)
+      if (fn !== undefined && typeof fn !== 'function')
+        throw invalid(`${name} must be a function`, { field: name });
+    const stopping = new AbortController();
+    const signal = o.signal ? AbortSignal.any([o.signal, stopping.signal]) : stopping.signal;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let pass: Promise<void> = Promise.resolve();
+    const state: { lastReport: ConsolidationReport | null; lastError: unknown } = {
+      lastReport: null,
+      lastError: undefined,
+    };
+    const run = () => {
+      timer = undefined;
+      pass = consolidatePass(this.#store, this.agentId, { ...o, signal }, () => {
+        this.#version++;
+      })
+        .then(
+          (report) => {
+            state.lastReport = report;
+            onReport?.(report);
+          },
+          (e: unknown) => {
+            state.lastError = e;
+            onError?.(e);
+          },
+        )
+        .finally(() => {
+          if (signal.aborted) return;
+          timer = setTimeout(run, intervalMs);
+          timer.unref?.();
+        });
+    };
+    timer = setTimeout(run, 0);
+    timer.unref?.();
+    return {
+      get lastReport() {
+        return state.lastReport;
+      },
+      get lastError() {
+        return state.lastError;
+      },
+      async stop() {
+        stopping.abort();
+        if (timer !== undefined) clearTimeout(timer);
+        timer = undefined;
+        await pass;
+      },
+    };
   }
 
   // ------------------------------------------------------------------ internals

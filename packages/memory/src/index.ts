@@ -1,6 +1,8 @@
 export {
   AgentMemory,
   type AsOf,
+  type ConsolidationRunner,
+  type ConsolidationRunnerOptions,
   type CreateMemoryOptions,
   createMemory,
   type DocumentInput,
@@ -19,6 +21,19 @@ export {
   type WriteOptions,
 } from './agent-memory.js';
 export { type ChunkOptions, chunkText } from './chunk-text.js';
+export {
+  type CandidateGroup,
+  type CandidateReason,
+  CONSOLIDATION_LEASE_PREFIX,
+  type ConsolidateOptions,
+  type ConsolidationDecision,
+  type ConsolidationReport,
+  type ConsolidationRule,
+  type ConsolidationScope,
+  consolidationLeaseKey,
+  defaultConsolidationRule,
+  normalizeText,
+} from './consolidation.js';
 export { type Embedder, type EmbedOptions, embedChecked } from './embedder.js';
 export { type HashingEmbedderOptions, hashingEmbedder } from './hashing-embedder.js';
 export {

@@ -1,9 +1,11 @@
 import { contentHash, createMemoryStore } from '@cairn/store';
 import { describe, expect, it } from 'vitest';
-import { createMemory } from '../src/index.js';
+import { createMemory, normalizeText } from '../src/index.js';
+import { describeConsolidationSuite } from './consolidation-suite.js';
 import { describeMemorySuite } from './memory-suite.js';
 
 describeMemorySuite('the in-memory store', { create: async () => createMemoryStore() });
+describeConsolidationSuite('the in-memory store', { create: async () => createMemoryStore() });
 
 describe('texts that differ only in a lone surrogate', () => {
   it('hash apart, and remember refuses both, storing nothing', async () => {
@@ -20,5 +22,14 @@ describe('texts that differ only in a lone surrogate', () => {
     for (const text of [high, low])
       await expect(memory.remember({ text })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(await store.countMemories()).toBe(0);
+  });
+});
+
+describe('normalizeText', () => {
+  it('folds case, Unicode forms, white space and end punctuation, nothing else', () => {
+    expect(normalizeText('  Ada\tlikes  TEA!! ')).toBe('ada likes tea');
+    expect(normalizeText('ﬁne.')).toBe('fine');
+    expect(normalizeText('Ada likes tea, not coffee')).toBe('ada likes tea, not coffee');
+    expect(normalizeText('Ada likes tea')).not.toBe(normalizeText('Ada liked tea'));
   });
 });

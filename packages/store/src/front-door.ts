@@ -50,6 +50,7 @@ import type {
   AcquiredLease,
   AcquireLeaseInput,
   ChainOptions,
+  CloseMemoryOptions,
   EmbeddingSpace,
   EntryListener,
   EntrySelector,
@@ -91,6 +92,7 @@ import { runLeaseKey, SWEEP_LEASE_KEY } from './store.js';
 import {
   checkCachedEmbeddings,
   checkChainOptions,
+  checkCloseMemoryOptions,
   checkContentHashes,
   checkEntryBatch,
   checkEntrySelector,
@@ -131,6 +133,7 @@ import {
   messageBatchLookups,
   normalizeNewMemories,
   normalizeNewMessages,
+  planClose,
   planEntryPut,
   planLeaseAcquire,
   planLeaseRelease,
@@ -1422,6 +1425,28 @@ class FrontDoor implements Store {
       }
       const [stored] = await s.insertMemories([plan.memory]);
       return stored!;
+    });
+  }
+
+  async closeMemory(id: string, options: CloseMemoryOptions = {}): Promise<Memory> {
+    this.#open();
+    checkId(id, 'memory id');
+    const now = this.#d.now();
+    const close = checkCloseMemoryOptions(options, now);
+    return this.#write(async (s) => {
+      planClose(id, await s.getMemory(id), close, now);
+      // A concurrent session may have closed it since the read: decide again on what is stored.
+      if (!(await s.closeMemory(id, close.validTo, now))) {
+        planClose(id, await s.getMemory(id), close, now);
+        throw conflict(`memory ${show(id)} was superseded meanwhile`, { id });
+      }
+      // Read again under the lock the close took: a write that committed between the first
+      // read and the close shows here, and throwing rolls the close back.
+      const closed = await s.getMemory(id);
+      planClose(id, closed && { ...closed, validTo: null, supersededAt: null }, close, now);
+      return close.metadata === null
+        ? closed!
+        : s.replaceMemory({ ...closed!, metadata: close.metadata });
     });
   }
 

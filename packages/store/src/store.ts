@@ -214,6 +214,22 @@ export interface MemoryVersion {
   source?: MemorySource | null;
 }
 
+/**
+ * `Store.closeMemory`'s options: when the version stops holding, what it must still be,
+ * and a note to leave on it.
+ */
+export interface CloseMemoryOptions {
+  /** When it stops holding (event time, exclusive); default now. Not before its `validFrom`. */
+  validTo?: Timestamp;
+  /**
+   * The version as the caller read it: `CONFLICT`, closing nothing, when its text
+   * (`contentHash`) or its metadata changed since (a write the caller did not see).
+   */
+  expected?: { contentHash: string; metadata: JsonObject };
+  /** Replaces its metadata as it closes (e.g. to say what replaced it); default: kept. */
+  metadata?: JsonObject;
+}
+
 export interface MemoryPatch {
   content?: MemoryContent;
   contentHash?: string;
@@ -708,6 +724,26 @@ export interface Store {
    * ```
    */
   supersedeMemory(id: string, next: MemoryVersion): Promise<Memory>;
+  /**
+   * Ends a current version without a successor, atomically: its `validTo` becomes
+   * `options.validTo` (default now) and its `supersededAt` now, so a plain recall no
+   * longer finds it while `lineageIds`, `validAt` and `knownAt` still do. Nothing is
+   * deleted. For a version that another memory replaces (a duplicate merged into it, a
+   * fact a newer one contradicts). With `expected`, only if the version is still as the
+   * caller read it. Returns the closed version. `NOT_FOUND` when there is no memory `id`;
+   * `CONFLICT` when it is already superseded or ends on its own, or differs from
+   * `expected`; `INVALID_ARGUMENT` for bad options or a `validTo` before its `validFrom`.
+   *
+   * @example
+   * ```ts
+   * const seen = await store.getMemory(id);
+   * await store.closeMemory(id, {
+   *   expected: seen!,
+   *   metadata: { ...seen!.metadata, mergedInto: keptId },
+   * });
+   * ```
+   */
+  closeMemory(id: string, options?: CloseMemoryOptions): Promise<Memory>;
   deleteMemories(ids: string[]): Promise<number>;
   listMemories(filter?: MemoryFilter, options?: ListMemoriesOptions): Promise<Memory[]>;
   countMemories(filter?: MemoryFilter): Promise<number>;

@@ -32,6 +32,7 @@ import type { LeaseWaiter, MessageJump, MessageLink, StoredLease } from './drive
 import type {
   AcquireLeaseInput,
   ChainOptions,
+  CloseMemoryOptions,
   EmbeddingSpace,
   EntrySelector,
   ForgetSubject,
@@ -963,17 +964,7 @@ export function planSupersede(
   next: CheckedVersion,
   now: number,
 ): { closed: Memory; memory: Memory } {
-  if (!current) throw new CairnError('NOT_FOUND', `no memory ${show(id)}`, { details: { id } });
-  if (current.supersededAt !== null)
-    throw conflict(
-      `memory ${show(id)} was already superseded (at ${current.supersededAt}): supersede its newest version`,
-      { id, supersededAt: current.supersededAt },
-    );
-  if (current.validTo !== null)
-    throw conflict(
-      `memory ${show(id)} ends on its own (validTo ${current.validTo}): only an open version can be superseded`,
-      { id, validTo: current.validTo },
-    );
+  openVersion(id, current, 'superseded');
   if (current.validFrom !== null && next.validFrom < current.validFrom)
     throw invalid(
       `validFrom (${next.validFrom}) is before the old version's validFrom (${current.validFrom}): a new version cannot start before the one it replaces`,
@@ -1002,6 +993,106 @@ export function planSupersede(
       lineageId: current.lineageId,
       source: next.source === undefined ? current.source : next.source,
     },
+  };
+}
+
+/** The current, open version `id`, or `NOT_FOUND` / `CONFLICT` saying why it cannot be `verb`. */
+function openVersion(
+  id: string,
+  current: Memory | null,
+  verb: 'superseded' | 'closed',
+): asserts current is Memory {
+  if (!current) throw new CairnError('NOT_FOUND', `no memory ${show(id)}`, { details: { id } });
+  if (current.supersededAt !== null)
+    throw conflict(
+      `memory ${show(id)} was already superseded (at ${current.supersededAt}): ${verb === 'superseded' ? 'supersede' : 'close'} its newest version`,
+      { id, supersededAt: current.supersededAt },
+    );
+  if (current.validTo !== null)
+    throw conflict(
+      `memory ${show(id)} ends on its own (validTo ${current.validTo}): only an open version can be ${verb}`,
+      { id, validTo: current.validTo },
+    );
+}
+
+/** `closeMemory`'s options, checked; `validTo` defaults to `now`. */
+export interface CheckedClose {
+  validTo: number;
+  expected: { contentHash: string; metadata: JsonObject } | null;
+  metadata: JsonObject | null;
+}
+
+const CLOSE_KEYS = keysOf<CloseMemoryOptions>()(['validTo', 'expected', 'metadata']);
+
+/** Checks `closeMemory`'s options (before the version is read). */
+export function checkCloseMemoryOptions(options: unknown, now: number): CheckedClose {
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw invalid(`closeMemory options must be an object, got ${show(options)}`);
+  checkKeys(options, 'closeMemory options', CLOSE_KEYS);
+  const o = options as CloseMemoryOptions;
+  let expected: CheckedClose['expected'] = null;
+  if (o.expected !== undefined) {
+    // The version as read: only these two fields are compared, the rest may come along.
+    if (typeof o.expected !== 'object' || o.expected === null || Array.isArray(o.expected))
+      throw invalid(
+        `expected must be the version as read, { contentHash, metadata }, got ${show(o.expected)}`,
+        { field: 'expected' },
+      );
+    expected = {
+      contentHash: checkId(o.expected.contentHash, 'expected.contentHash'),
+      metadata: checkObject(o.expected.metadata, 'expected.metadata'),
+    };
+  }
+  return {
+    validTo: checkTimestamp(o.validTo, 'validTo', now),
+    expected,
+    metadata: o.metadata === undefined ? null : checkObject(o.metadata, 'metadata'),
+  };
+}
+
+/** Whether two JSON values are equal, whatever the order of their objects' keys. */
+function sameJson(a: JsonValue, b: JsonValue): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    return a.every((x, i) => sameJson(x, b[i]!));
+  }
+  const keys = Object.keys(a).filter((k) => a[k] !== undefined);
+  if (keys.length !== Object.keys(b).filter((k) => b[k] !== undefined).length) return false;
+  return keys.every((k) => b[k] !== undefined && sameJson(a[k]!, b[k]!));
+}
+
+/**
+ * `closeMemory`'s decision on the version as stored: the version as closed at `now`, or
+ * the error (`NOT_FOUND`, `CONFLICT`, `INVALID_ARGUMENT`) when it cannot be closed so.
+ */
+export function planClose(
+  id: string,
+  current: Memory | null,
+  close: CheckedClose,
+  now: number,
+): Memory {
+  openVersion(id, current, 'closed');
+  if (current.validFrom !== null && close.validTo < current.validFrom)
+    throw invalid(
+      `validTo (${close.validTo}) is before the version's validFrom (${current.validFrom})`,
+      { field: 'validTo', validTo: close.validTo, validFrom: current.validFrom },
+    );
+  const e = close.expected;
+  if (
+    e !== null &&
+    (e.contentHash !== current.contentHash || !sameJson(e.metadata, current.metadata))
+  )
+    throw conflict(
+      `memory ${show(id)} changed since it was read (its ${e.contentHash !== current.contentHash ? 'text' : 'metadata'}): read it again and decide again`,
+      { id, contentHash: current.contentHash },
+    );
+  return {
+    ...current,
+    validTo: close.validTo,
+    supersededAt: now,
+    ...(close.metadata === null ? {} : { metadata: close.metadata }),
   };
 }
 

@@ -53,6 +53,7 @@ const CLOSED_CALLS: Array<[string, (s: Store) => Promise<unknown>]> = [
   ['addMemories', (s) => s.addMemories([{ agentId: 'a', content: { text: 'x' } }])],
   ['getMemory', (s) => s.getMemory(newId())],
   ['updateMemory', (s) => s.updateMemory(newId(), { metadata: {} })],
+  ['closeMemory', (s) => s.closeMemory(newId())],
   ['deleteMemories', (s) => s.deleteMemories([newId()])],
   ['listMemories', (s) => s.listMemories()],
   ['countMemories', (s) => s.countMemories()],

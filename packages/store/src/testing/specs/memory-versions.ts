@@ -196,6 +196,108 @@ export function describeMemoryVersions(options: StoreConformanceOptions): void {
       await unchanged();
     });
 
+    it('closes a current version without a successor: history keeps it, now it is gone', async () => {
+      const kept = await add({ text: 'Ada lives in Paris', validFrom: day(1) });
+      const dup = await add({
+        text: 'ada lives in paris',
+        validFrom: day(2),
+        createdAt: day(2),
+        metadata: { n: 1 },
+      });
+      const before = Date.now();
+      const closed = await store().closeMemory(dup.id, {
+        validTo: day(9),
+        expected: dup,
+        metadata: { n: 1, mergedInto: kept.id },
+      });
+      expect(closed).toEqual({
+        ...dup,
+        validTo: day(9),
+        supersededAt: closed.supersededAt,
+        metadata: { n: 1, mergedInto: kept.id },
+      });
+      expect(closed.supersededAt).toBeGreaterThanOrEqual(before);
+      expect(await store().getMemory(dup.id)).toEqual(closed);
+      // Now: only the kept one; at day 3 as known then: both; its lineage: the closed one.
+      expect(sorted(await store().listMemories({ agentId, validAt: Date.now() }))).toContain(
+        kept.id,
+      );
+      expect(ids(await store().listMemories({ agentId, validAt: Date.now() }))).not.toContain(
+        dup.id,
+      );
+      expect(
+        ids(await store().listMemories({ agentId, validAt: day(3), knownAt: day(3) })),
+      ).toContain(dup.id);
+      expect(await store().listMemories({ lineageIds: [dup.id] })).toEqual([closed]);
+      // Defaults: validTo now, metadata kept, no expectation.
+      const plain = await add({ text: 'a plain fact to close' });
+      const p = await store().closeMemory(plain.id);
+      expect(p.validTo).toBe(p.supersededAt);
+      expect(p.metadata).toEqual(plain.metadata);
+    });
+
+    it('closes nothing when the version changed since it was read, or cannot be closed', async () => {
+      const m = await add({
+        text: 'the office is on floor 2',
+        validFrom: day(5),
+        metadata: { a: 1 },
+      });
+      const seen = { contentHash: m.contentHash, metadata: { a: 1 } };
+      // Key order does not make metadata differ.
+      const seen2 = await add({ text: 'x2', metadata: { a: 1, b: { c: 2, d: 3 } } });
+      const texted = await store().updateMemory(m.id, {
+        content: { text: 'the office is on floor 4' },
+      });
+      const e = await expectCode(() => store().closeMemory(m.id, { expected: seen }), 'CONFLICT');
+      expect(e.details).toMatchObject({ id: m.id });
+      const meta = await store().updateMemory(m.id, { metadata: { a: 2 } });
+      await expectCode(
+        () => store().closeMemory(m.id, { expected: { ...seen, contentHash: texted.contentHash } }),
+        'CONFLICT',
+      );
+      expect(await store().getMemory(m.id)).toEqual(meta);
+      const count = await store().countMemories({ agentId });
+      await expectCode(() => store().closeMemory(`missing-${newId()}`), 'NOT_FOUND');
+      await expectCode(() => store().closeMemory(m.id, { validTo: day(4) }), 'INVALID_ARGUMENT');
+      await expectCode(
+        () => store().closeMemory(m.id, { validTo: 'now' as never }),
+        'INVALID_ARGUMENT',
+      );
+      await expectCode(
+        () => store().closeMemory(m.id, { until: day(9) } as never),
+        'INVALID_ARGUMENT',
+      );
+      await expectCode(
+        () => store().closeMemory(m.id, { metadata: [] as never }),
+        'INVALID_ARGUMENT',
+      );
+      await expectCode(
+        () => store().closeMemory(m.id, { expected: 'x' as never }),
+        'INVALID_ARGUMENT',
+      );
+      await expectCode(
+        () => store().closeMemory(m.id, { expected: { contentHash: meta.contentHash } as never }),
+        'INVALID_ARGUMENT',
+      );
+      await expectCode(() => store().closeMemory(m.id, null as never), 'INVALID_ARGUMENT');
+      await expectCode(() => store().closeMemory(''), 'INVALID_ARGUMENT');
+      expect(await store().getMemory(m.id)).toEqual(meta);
+      const closed = await store().closeMemory(seen2.id, {
+        expected: { contentHash: seen2.contentHash, metadata: { b: { d: 3, c: 2 }, a: 1 } },
+      });
+      const again = await expectCode(() => store().closeMemory(seen2.id), 'CONFLICT');
+      expect(again.details).toMatchObject({ id: seen2.id, supersededAt: closed.supersededAt });
+      const ends = await add({ text: 'a visit', validFrom: day(1), validTo: day(2) });
+      await expectCode(() => store().closeMemory(ends.id), 'CONFLICT');
+      const v2 = await store().supersedeMemory(meta.id, {
+        content: { text: 'floor 5' },
+        validFrom: day(6),
+      });
+      await expectCode(() => store().closeMemory(meta.id), 'CONFLICT');
+      expect(await store().countMemories({ agentId })).toBe(count + 2);
+      expect((await store().getMemory(v2.id))!.supersededAt).toBeNull();
+    });
+
     it.skipIf(options.encrypted)(
       'refuses a new version whose vector does not fit the store, and rolls back with a transaction',
       async () => {
