@@ -85,6 +85,9 @@ describe.each(kinds)('an encrypted database on %s', (kind) => {
     const refused = await cairn(['import', sealedCopy.arg, '--skip-existing'], dump);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/is encrypted/);
+    const copied = await cairn(['copy', db.arg, join(dir, 'copy.db')]);
+    expect(copied.code).toBe(1);
+    expect(copied.stderr).toMatch(/is encrypted/);
     // Without a keyring, into a new database: in plaintext, as before.
     expect((await cairn(['import', plainCopy.arg], dump)).code).toBe(0);
     expect((await cairn(['export', plainCopy.arg])).stdout).toBe(dump);
