@@ -7,7 +7,17 @@ import { parseAge, prune } from './commands/prune.js';
 import { show, threads } from './commands/read.js';
 import { serve } from './commands/serve.js';
 import { copyStore } from './copy.js';
-import { CliError, openStore, parseTarget, redact, type Target, usage } from './database.js';
+import {
+  CliError,
+  KEYRING_ENV,
+  keyringOption,
+  type OpenOptions,
+  openStore,
+  parseTarget,
+  redact,
+  type Target,
+  usage,
+} from './database.js';
 import { checkHeader, exportDump, importDump, linesOf } from './dump.js';
 import { type Io, table } from './output.js';
 import { Progress } from './progress.js';
@@ -38,12 +48,32 @@ const DB_HELP = [
 
 const json: Options = { json: { type: 'boolean', description: 'print JSON instead of a table' } };
 
+const keyring: Options = {
+  keyring: {
+    type: 'string',
+    description: `a file holding the keyring secret of an encrypted database (or ${KEYRING_ENV})`,
+  },
+};
+
+const KEYRING_HELP = [
+  `An encrypted database (a store created with encryption: { keyring: localKeyring(secret) })`,
+  `needs its secret: --keyring <file> or ${KEYRING_ENV}; without it the command is refused`,
+  'before anything is read or written.',
+];
+
+/** The options of a command that reads or writes messages, state or memories. */
+const withValues = (v: Values): OpenOptions => ({
+  encryption: keyringOption(str(v.keyring)),
+  values: true,
+});
+
 /** Runs `fn` with the store on `db` at the current schema, closing it afterwards. */
 async function withStore<T>(
   db: string,
   fn: (store: Awaited<ReturnType<typeof openStore>>) => Promise<T>,
+  o: OpenOptions = {},
 ) {
-  const store = await openStore(parseTarget(db), 'current');
+  const store = await openStore(parseTarget(db), 'current', o);
   try {
     return await fn(store);
   } finally {
@@ -87,13 +117,17 @@ export const COMMANDS: Record<string, Command> = {
     summary: "print a thread: its branches, checkpoints and a branch's messages",
     options: {
       ...json,
+      ...keyring,
       branch: { type: 'string', description: 'the branch to print (default: the active one)' },
     },
-    help: DB_HELP,
+    help: [...DB_HELP, ...KEYRING_HELP],
     run: ([db, thread], v, io) => {
       const branch = str(v.branch);
-      return withStore(db!, (store) =>
-        show(store, thread!, { ...(branch === undefined ? {} : { branch }), json: !!v.json }, io),
+      return withStore(
+        db!,
+        (store) =>
+          show(store, thread!, { ...(branch === undefined ? {} : { branch }), json: !!v.json }, io),
+        withValues(v),
       );
     },
   },
@@ -129,17 +163,22 @@ export const COMMANDS: Record<string, Command> = {
         multiple: true,
         description: 'only this thread (repeatable); leaves leases and memories out',
       },
+      ...keyring,
     },
     help: [
       ...DB_HELP,
       'The dump holds threads, messages, branches, checkpoints, state commits, turns, leases,',
       'memories with their embeddings and the embedding space; its format is in the README.',
       'The database may be in use: each thread is read whole; one deleted meanwhile is left out.',
+      ...KEYRING_HELP,
+      'The dump of an encrypted database is in plaintext: keep it as you keep the secret.',
     ],
     run: async ([db], v, io) => {
       const threadIds = Array.isArray(v.thread) ? v.thread : undefined;
-      const { vanished } = await withStore(db!, (store) =>
-        exportDump(store, io.stdout, threadIds ? { threadIds } : {}),
+      const { vanished } = await withStore(
+        db!,
+        (store) => exportDump(store, io.stdout, threadIds ? { threadIds } : {}),
+        withValues(v),
       );
       if (vanished > 0)
         io.stderr.write(
@@ -156,16 +195,20 @@ export const COMMANDS: Record<string, Command> = {
         type: 'boolean',
         description: 'leave threads and memories the database has already (re-running an import)',
       },
+      ...keyring,
     },
     help: [
       ...DB_HELP,
       'Each thread is written whole or not at all. A dump of a newer format is refused before',
       'anything is opened. A missing SQLite file or Postgres schema is created.',
+      ...KEYRING_HELP,
+      'With a keyring, what is imported is sealed (a new database becomes an encrypted one).',
     ],
     run: async ([db], v, io) => {
+      const open = withValues(v);
       const lines = linesOf(io.stdin);
       checkHeader((await lines.next()).value);
-      const store = await openStore(parseTarget(db!), 'create');
+      const store = await openStore(parseTarget(db!), 'create', open);
       try {
         const { written, skippedThreads, keptLeases } = await importDump(store, lines, {
           skipExisting: !!v['skip-existing'],
@@ -209,9 +252,11 @@ export const COMMANDS: Record<string, Command> = {
       const batch = positiveInt(v.batch, 'batch');
       const from = parseTarget(fromArg!);
       const to = parseTarget(toArg!);
-      const source = await openStore(from, 'current');
+      // Sealed rows are not copied as they are (each tenant's data key is the database's
+      // own): an encrypted database goes through export and import with --keyring.
+      const source = await openStore(from, 'current', { values: true });
       try {
-        const target = await openStore(to, 'create');
+        const target = await openStore(to, 'create', { values: true });
         try {
           const bar =
             v.progress || (io.stderr as { isTTY?: boolean }).isTTY
@@ -332,12 +377,14 @@ export const COMMANDS: Record<string, Command> = {
         type: 'boolean',
         description: 'let the page switch branches, fork at a message and set checkpoints',
       },
+      ...keyring,
     },
     help: [
       ...DB_HELP,
       'Read-only unless started with --allow-writes. On a --host other than loopback',
       '(0.0.0.0, a LAN address) other machines can connect: every request, reads too, needs',
       'the access token, and the address printed carries it (/?token=…), as Jupyter does.',
+      ...KEYRING_HELP,
     ],
     run: ([db], v, io) => {
       const port = v.port === undefined ? undefined : Number(v.port);
@@ -352,6 +399,7 @@ export const COMMANDS: Record<string, Command> = {
           ...(host === undefined ? {} : { host }),
           ...(token === undefined ? {} : { accessToken: token }),
           allowWrites: !!v['allow-writes'],
+          open: withValues(v),
         },
         io,
       );
@@ -390,6 +438,7 @@ export const COMMANDS: Record<string, Command> = {
         description:
           "serve POST /internal/truncate (deletes everything), for LangGraph's API tests",
       },
+      ...keyring,
     },
     help: [
       'From `langgraph dev` to `cairn serve`, in one step: in the directory of your',
@@ -402,7 +451,8 @@ export const COMMANDS: Record<string, Command> = {
       'Binds to 127.0.0.1 unless --host says otherwise: with another host, set --token (or an',
       'auth hook in langgraph.json), which scopes every thread, run and cron to its caller.',
       '--db is a SQLite file (created if missing) or a Postgres URL (?schema=name, default',
-      'cairn); serve brings its schema up to date.',
+      'cairn); serve brings its schema up to date. With --keyring (or CAIRN_KEYRING_SECRET) it',
+      'seals what it stores with a data key per resource; an encrypted --db needs it.',
     ],
     run: (_args, v, io) => {
       const int = (name: string, fallback: number, min: number) => {
@@ -430,6 +480,7 @@ export const COMMANDS: Record<string, Command> = {
           ...(token ? { token } : {}),
           corsOrigins: Array.isArray(v.cors) ? v.cors : [],
           testEndpoints: !!v['allow-truncate'],
+          open: withValues(v),
         },
         io,
       );

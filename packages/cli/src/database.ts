@@ -1,7 +1,7 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { isCairnError } from '@cairn/core';
-import type { Store } from '@cairn/store';
+import { type EncryptionOptions, localKeyring, type Store } from '@cairn/store';
 import { createPostgresStore, SCHEMA_VERSION as POSTGRES_VERSION } from '@cairn/store-postgres';
 import { createSqliteStore, SCHEMA_VERSION as SQLITE_VERSION } from '@cairn/store-sqlite';
 import Database from 'better-sqlite3';
@@ -65,6 +65,11 @@ export interface Probe {
   latest: number;
   /** Nothing there yet: a missing or empty SQLite file, a missing or empty Postgres schema. */
   empty: boolean;
+  /**
+   * The KEKs that wrap the database's data keys (see encryption at rest in
+   * @cairn/store's README): none when it holds no sealed data.
+   */
+  keyIds: string[];
 }
 
 function reason(e: unknown): string {
@@ -75,7 +80,7 @@ function reason(e: unknown): string {
 function probeSqlite(t: Extract<Target, { kind: 'sqlite' }>, mayCreate: boolean): Probe {
   if (!existsSync(t.path)) {
     if (mayCreate && existsSync(dirname(t.path)))
-      return { version: 0, latest: SQLITE_VERSION, empty: true };
+      return { version: 0, latest: SQLITE_VERSION, empty: true, keyIds: [] };
     throw new CliError(`no such file: ${t.label}`);
   }
   if (!statSync(t.path).isFile()) throw new CliError(`not a file: ${t.label}`);
@@ -87,11 +92,14 @@ function probeSqlite(t: Extract<Target, { kind: 'sqlite' }>, mayCreate: boolean)
       .pluck()
       .all() as string[];
     if (!tables.includes('cairn_migrations'))
-      return { version: 0, latest: SQLITE_VERSION, empty: tables.length === 0 };
+      return { version: 0, latest: SQLITE_VERSION, empty: tables.length === 0, keyIds: [] };
     const v = db.prepare('SELECT max(version) FROM cairn_migrations').pluck().get() as
       | number
       | null;
-    return { version: v ?? 0, latest: SQLITE_VERSION, empty: false };
+    const keyIds = tables.includes('cairn_data_keys')
+      ? (db.prepare('SELECT DISTINCT key_id FROM cairn_data_keys').pluck().all() as string[])
+      : [];
+    return { version: v ?? 0, latest: SQLITE_VERSION, empty: false, keyIds };
   } catch (e) {
     throw new CliError(`${t.label} is not a SQLite database (${reason(e)})`);
   } finally {
@@ -123,11 +131,18 @@ async function probePostgres(t: Extract<Target, { kind: 'postgres' }>): Promise<
     );
     const tables = rows[0]?.tables ?? [];
     if (!tables.includes('cairn_migrations'))
-      return { version: 0, latest: POSTGRES_VERSION, empty: tables.length === 0 };
+      return { version: 0, latest: POSTGRES_VERSION, empty: tables.length === 0, keyIds: [] };
     const v = await client.query<{ v: number | null }>(
       `SELECT max(version) AS v FROM ${quote(t.schema)}.cairn_migrations`,
     );
-    return { version: v.rows[0]?.v ?? 0, latest: POSTGRES_VERSION, empty: false };
+    const keyIds = tables.includes('data_keys')
+      ? (
+          await client.query<{ k: string }>(
+            `SELECT DISTINCT key_id AS k FROM ${quote(t.schema)}.data_keys`,
+          )
+        ).rows.map((r) => r.k)
+      : [];
+    return { version: v.rows[0]?.v ?? 0, latest: POSTGRES_VERSION, empty: false, keyIds };
   } finally {
     await client.end().catch(() => undefined);
   }
@@ -165,15 +180,70 @@ export async function check(t: Target, mode: OpenMode): Promise<Probe> {
   return p;
 }
 
+/** The environment variable that holds the local keyring secret of an encrypted database. */
+export const KEYRING_ENV = 'CAIRN_KEYRING_SECRET';
+
+/**
+ * The `encryption` option of a command: a local keyring (`localKeyring` of @cairn/store)
+ * from the secret in the file `--keyring` names (one trailing newline dropped), else from
+ * `CAIRN_KEYRING_SECRET`; undefined when neither is given.
+ */
+export function keyringOption(file: string | undefined): EncryptionOptions | undefined {
+  let secret: string | undefined;
+  if (file !== undefined) {
+    try {
+      secret = readFileSync(file, 'utf8').replace(/\r?\n$/, '');
+    } catch (e) {
+      throw usage(`--keyring: cannot read ${file} (${reason(e)})`);
+    }
+  } else secret = process.env[KEYRING_ENV] || undefined;
+  if (secret === undefined) return undefined;
+  try {
+    return { keyring: localKeyring(secret) };
+  } catch (e) {
+    throw usage(
+      `${file === undefined ? KEYRING_ENV : `--keyring ${file}`}: ${isCairnError(e) ? e.message : reason(e)}`,
+    );
+  }
+}
+
+/** How a command opens a store: with a keyring, and whether it reads or writes values. */
+export interface OpenOptions {
+  /** Opens sealed values (see `keyringOption`). */
+  encryption?: EncryptionOptions | undefined;
+  /**
+   * The command reads or writes messages, state or memories: on an encrypted database it
+   * needs the keyring that wrapped its data keys, and is refused before anything without.
+   */
+  values?: boolean;
+}
+
+/** Why `p`, a database with sealed data, cannot be opened with `encryption` (null: it can). */
+function keyProblem(where: string, p: Probe, encryption: EncryptionOptions | undefined) {
+  if (p.keyIds.length === 0) return null;
+  const held = p.keyIds.map((k) => JSON.stringify(k)).join(', ');
+  if (!encryption)
+    return `${where} is encrypted (data keys wrapped by ${held}): give its keyring secret with --keyring <file> or ${KEYRING_ENV}`;
+  const other = p.keyIds.filter((k) => k !== encryption.keyring.keyId);
+  if (other.length === 0) return null;
+  return `${where} is encrypted with another key: its data keys are wrapped by ${other.map((k) => JSON.stringify(k)).join(', ')}, the keyring secret given is ${JSON.stringify(encryption.keyring.keyId)}`;
+}
+
 /** Opens the store on `t` after `check` (opening migrates, so it is checked first). */
-export async function openStore(t: Target, mode: OpenMode): Promise<Store> {
-  await check(t, mode);
+export async function openStore(t: Target, mode: OpenMode, o: OpenOptions = {}): Promise<Store> {
+  const p = await check(t, mode);
+  if (o.values) {
+    const where = t.kind === 'postgres' ? `${t.label} (schema ${t.schema})` : t.label;
+    const problem = keyProblem(where, p, o.encryption);
+    if (problem) throw new CliError(problem);
+  }
+  const options = o.encryption ? { encryption: o.encryption } : {};
   try {
     return t.kind === 'sqlite'
-      ? createSqliteStore({ path: t.path })
+      ? createSqliteStore({ path: t.path }, options)
       : await createPostgresStore(
           { connectionString: t.url },
-          { schema: t.schema, maxConnections: 4 },
+          { schema: t.schema, maxConnections: 4, ...options },
         );
   } catch (e) {
     throw new CliError(isCairnError(e) ? e.message : `cannot open ${t.label}: ${reason(e)}`);

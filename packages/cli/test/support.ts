@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import type { Store } from '@cairn/store';
+import type { EncryptionOptions, Store } from '@cairn/store';
 import { createPostgresStore } from '@cairn/store-postgres';
 import {
   dropSchema,
@@ -71,7 +71,8 @@ export const tempDir = () => mkdtempSync(join(tmpdir(), 'cairn-cli-'));
 export interface TestDb {
   /** What `cairn` is given. */
   arg: string;
-  open(): Promise<Store>;
+  /** A store on the database; with `encryption`, a store that seals. */
+  open(options?: { encryption?: EncryptionOptions }): Promise<Store>;
   drop(): Promise<void>;
 }
 
@@ -85,15 +86,22 @@ export const kinds: Kind[] = skipPostgres ? ['sqlite'] : ['sqlite', 'postgres'];
 export function testDb(kind: Kind): TestDb {
   if (kind === 'sqlite') {
     const path = join(tempDir(), 'cairn.db');
-    return { arg: path, open: async () => createSqliteStore({ path }), drop: async () => {} };
+    return {
+      arg: path,
+      open: async (options = {}) => createSqliteStore({ path }, options),
+      drop: async () => {},
+    };
   }
   const schema = freshSchema('cairn_cli');
   const url = new URL(POSTGRES_TEST_URL);
   url.searchParams.set('schema', schema);
   return {
     arg: url.toString(),
-    open: () =>
-      createPostgresStore({ connectionString: POSTGRES_TEST_URL }, { schema, maxConnections: 2 }),
+    open: (options = {}) =>
+      createPostgresStore(
+        { connectionString: POSTGRES_TEST_URL },
+        { schema, maxConnections: 2, ...options },
+      ),
     drop: () => dropSchema(schema),
   };
 }

@@ -413,6 +413,8 @@ const STATUS: Record<string, number> = {
   UNAVAILABLE: 503,
   TIMEOUT: 503,
   CLOSED: 503,
+  // Stored data that does not open (a destroyed data key, an altered row, another keyring).
+  DECRYPTION_FAILED: 410,
 };
 
 function sendError(res: ServerResponse, error: unknown): void {

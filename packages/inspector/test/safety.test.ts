@@ -1,5 +1,9 @@
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import type { Store } from '@cairn/store';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { localKeyring, type Store } from '@cairn/store';
+import { createSqliteStore } from '@cairn/store-sqlite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Inspector, startInspector } from '../src/index.js';
 import { openTestStore, seedThread } from './helpers.js';
@@ -306,6 +310,29 @@ describe('details of the HTTP surface', () => {
       );
     } finally {
       await titled.close();
+    }
+  });
+});
+
+describe('an encrypted store', () => {
+  it('answers a thread whose data does not open (a store without the keyring) with 410 and the reason', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cairn-inspector-sealed-'));
+    const path = join(dir, 'db');
+    const encryption = { keyring: localKeyring('the inspector test secret, 32 bytes or more') };
+    const sealed = createSqliteStore({ path }, { encryption });
+    const { threadId } = await seedThread(sealed);
+    await sealed.close();
+    const plain = createSqliteStore({ path });
+    const inspector = await startInspector({ store: plain, port: 0 });
+    try {
+      const res = await call(inspector, 'GET', `/api/threads/${threadId}`);
+      expect(res.status).toBe(410);
+      expect(res.body).toMatchObject({ code: 'DECRYPTION_FAILED' });
+      expect(res.body.error).toMatch(/is sealed: open the store with encryption/);
+    } finally {
+      await inspector.close();
+      await plain.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

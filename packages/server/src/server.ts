@@ -5,7 +5,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CairnError } from '@cairn/core';
+import { CairnError, type CairnErrorCode, isCairnError } from '@cairn/core';
 import { CairnStore } from '@cairn/langgraph';
 import type { Store } from '@cairn/store';
 import { assistantRoutes, registerGraphAssistants } from './assistants.js';
@@ -45,6 +45,14 @@ export interface CairnServerOptions {
 
 const UNAUTHENTICATED = new Set(['/ok', '/info']);
 const LOOPBACK_HOSTS = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])(:\d+)?$/i;
+
+/**
+ * The status of a store's error that a handler lets through, by its code (any other is a
+ * 500). `DECRYPTION_FAILED`: stored data that does not open (its tenant's data key was
+ * destroyed, the row was altered, or the server's keyring is not the one that sealed it):
+ * 410 Gone, as asking again will not bring it back; the body says which and why.
+ */
+const CAIRN_STATUS: Partial<Record<CairnErrorCode, number>> = { DECRYPTION_FAILED: 410 };
 
 /**
  * The LangGraph Agent Protocol server on a Cairn store. Every fact that decides what runs
@@ -165,6 +173,8 @@ export class CairnServer {
       sendResult(res, result);
     } catch (e) {
       if (e instanceof HttpError) sendError(res, e.status, e.message, e.headers);
+      else if (isCairnError(e) && Object.hasOwn(CAIRN_STATUS, e.code))
+        sendError(res, CAIRN_STATUS[e.code]!, e.message);
       else {
         console.error('cairn serve:', e);
         sendError(res, 500, e instanceof Error ? e.message : String(e));

@@ -15,7 +15,7 @@ import {
   randomBytes,
   randomFillSync,
 } from 'node:crypto';
-import { CairnError, checkKeys, invalidArgument, type JsonValue, keysOf } from '@cairn/core';
+import { CairnError, checkKeys, invalidArgument, keysOf } from '@cairn/core';
 
 /**
  * What wraps and unwraps data keys: a key-encryption key (KEK) kept outside the store, in
@@ -50,14 +50,35 @@ export interface Keyring {
 export interface EncryptionOptions {
   /** Wraps each tenant's data key. */
   keyring: Keyring;
+  /**
+   * At most this many bytes (counted as characters of JSON and envelope text) of values
+   * the store sealed or opened lately, kept in the process with the envelope they came
+   * from, so that reading them again costs no decryption: a stored value opens from the
+   * cache only if its envelope is that same text, read as the same row, and its tenant's
+   * data key is still stored. Encryption at rest guards the disk and backups, not the
+   * process's memory, which holds these values while it works with them anyway. Default
+   * 32 MiB; 0 keeps none.
+   */
+  plaintextCacheBytes?: number;
 }
 
-const ENCRYPTION_KEYS = keysOf<EncryptionOptions>()(['keyring']);
+/** The default `plaintextCacheBytes`. */
+export const PLAINTEXT_CACHE_BYTES = 32 * 2 ** 20;
+
+const ENCRYPTION_KEYS = keysOf<EncryptionOptions>()(['keyring', 'plaintextCacheBytes']);
 
 /** `encryption` as given to a store factory, checked. */
-export function checkEncryptionOptions(value: unknown): EncryptionOptions {
+export function checkEncryptionOptions(value: unknown): Required<EncryptionOptions> {
   checkKeys(value, 'encryption', ENCRYPTION_KEYS);
-  const { keyring } = value as EncryptionOptions;
+  const { keyring, plaintextCacheBytes = PLAINTEXT_CACHE_BYTES } = value as EncryptionOptions;
+  if (
+    typeof plaintextCacheBytes !== 'number' ||
+    !Number.isSafeInteger(plaintextCacheBytes) ||
+    plaintextCacheBytes < 0
+  )
+    throw invalidArgument(
+      `encryption.plaintextCacheBytes must be a whole number of bytes, 0 or more, got ${JSON.stringify(plaintextCacheBytes) ?? String(plaintextCacheBytes)}`,
+    );
   if (
     typeof keyring !== 'object' ||
     keyring === null ||
@@ -69,7 +90,7 @@ export function checkEncryptionOptions(value: unknown): EncryptionOptions {
     throw invalidArgument(
       'encryption.keyring must be { keyId, wrap(dataKey, context), unwrap(wrapped, context, keyId) }, e.g. localKeyring(secret)',
     );
-  return { keyring };
+  return { keyring, plaintextCacheBytes };
 }
 
 /** A KEK of `localKeyring`: its id, derived from the key, and the key. */
@@ -210,57 +231,130 @@ export function isEnvelope(value: unknown): value is Envelope {
   return typeof s === 'string' && s.startsWith(`${VERSION}.`);
 }
 
-const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64url');
-
 /**
- * Seals `value` under the tenant's data key, bound to `identity` (the row's kind and ids)
- * and the tenant: opened anywhere else (another row, another tenant) it fails.
+ * What every envelope of a tenant starts with (`v1.<kind>.<key, base64url>.`) and ends
+ * its associated data with, worked out once per tenant rather than once per value.
  */
-export function sealValue(
-  dataKey: KeyObject,
-  tenant: Tenant,
-  identity: readonly (string | number)[],
-  value: JsonValue,
-): string {
-  const sealed = aeadSeal(
-    dataKey,
-    Buffer.from(JSON.stringify(value), 'utf8'),
-    aad(identity, tenant),
-  );
-  return [VERSION, tenant.kind, b64(Buffer.from(tenant.key, 'utf8')), b64(sealed)].join('.');
-}
-
-/** An envelope's parts: the tenant it names and its sealed bytes (base64url). */
-export interface ParsedEnvelope {
+export interface TenantForm {
   tenant: Tenant;
   /** The tenant's name (`tenantName`). */
   name: string;
-  body: string;
+  /** The text before the sealed bytes of each of the tenant's envelopes. */
+  prefix: string;
+  /** The end of each of the tenant's values' associated data (see `aadText`). */
+  aadTail: string;
 }
 
-/** The parts of an envelope's text, or null when it is not one this code wrote. */
-export function parseEnvelope(sealed: string): ParsedEnvelope | null {
-  const parts = sealed.split('.');
-  if (parts.length !== 4 || parts[0] !== VERSION) return null;
-  const kind = parts[1] as TenantKind;
+export function tenantForm(tenant: Tenant): TenantForm {
+  return {
+    tenant,
+    name: tenantName(tenant),
+    prefix: `${VERSION}.${tenant.kind}.${Buffer.from(tenant.key, 'utf8').toString('base64url')}.`,
+    aadTail: `,${JSON.stringify(tenant.kind)},${JSON.stringify(tenant.key)}]`,
+  };
+}
+
+/**
+ * The tenant an envelope's text names, and where its sealed bytes start; null when it is
+ * not one this code wrote. `v1.<kind>.<key>.<sealed bytes>`, base64url between the dots.
+ */
+export function envelopeTenant(sealed: string): Tenant | null {
+  const a = sealed.indexOf('.');
+  const b = sealed.indexOf('.', a + 1);
+  const c = b < 0 ? -1 : sealed.indexOf('.', b + 1);
+  if (c < 0 || sealed.slice(0, a) !== VERSION || sealed.indexOf('.', c + 1) >= 0) return null;
+  const kind = sealed.slice(a + 1, b) as TenantKind;
   if (!TENANT_KINDS.includes(kind)) return null;
-  const tenant = { kind, key: Buffer.from(parts[2]!, 'base64url').toString('utf8') };
-  return { tenant, name: tenantName(tenant), body: parts[3]! };
+  return { kind, key: Buffer.from(sealed.slice(b + 1, c), 'base64url').toString('utf8') };
 }
 
-/** The value `sealValue` sealed, or undefined when it does not open with this key and identity. */
-export function openValue(
+/**
+ * The associated data of a value: `["cairn","v1",...identity,kind,key]` as JSON, so that a
+ * value opens only as the row (kind and ids) and tenant it was sealed for.
+ */
+function aadText(identity: readonly (string | number)[], form: TenantForm): string {
+  let s = `["cairn","${VERSION}"`;
+  for (const part of identity) s += `,${JSON.stringify(part)}`;
+  return s + form.aadTail;
+}
+
+/**
+ * Scratch bytes for one seal or open at a time (each runs to its end without a wait):
+ * the associated data, the plaintext and the sealed bytes are written here rather than
+ * into a new buffer each. A value larger than `SCRATCH_MAX` gets buffers of its own.
+ */
+const SCRATCH_MAX = 1 << 20;
+let scratch = Buffer.allocUnsafe(1 << 14);
+
+function scratchFor(bytes: number): Buffer {
+  if (bytes <= scratch.length) return scratch;
+  if (bytes > SCRATCH_MAX) return Buffer.allocUnsafe(bytes);
+  scratch = Buffer.allocUnsafe(Math.min(SCRATCH_MAX, 2 ** Math.ceil(Math.log2(bytes))));
+  return scratch;
+}
+
+/**
+ * The envelope text of `json` (a value's JSON) sealed under the tenant's data key, bound
+ * to `identity` (the row's kind and ids) and the tenant: opened anywhere else (another
+ * row, another tenant) it fails. A random 96-bit IV per value.
+ */
+export function sealText(
   dataKey: KeyObject,
-  envelope: ParsedEnvelope,
+  form: TenantForm,
   identity: readonly (string | number)[],
-): JsonValue | undefined {
-  const sealed = Buffer.from(envelope.body, 'base64url');
-  const plain = aeadOpen(dataKey, sealed, aad(identity, envelope.tenant));
-  return plain === null ? undefined : (JSON.parse(plain.toString('utf8')) as JsonValue);
+  json: string,
+): string {
+  const aad = aadText(identity, form);
+  // Room for the associated data, then the plaintext, then IV || ciphertext || tag.
+  const aadMax = aad.length * 3;
+  const plainMax = json.length * 3;
+  const buf = scratchFor(aadMax + plainMax * 2 + IV_BYTES + TAG_BYTES);
+  const aadLen = buf.write(aad, 0, aadMax, 'utf8');
+  const plainLen = buf.write(json, aadMax, plainMax, 'utf8');
+  const iv = nextIv();
+  const c = createCipheriv('aes-256-gcm', dataKey, iv);
+  c.setAAD(buf.subarray(0, aadLen));
+  const out = aadMax + plainMax;
+  iv.copy(buf, out);
+  // GCM gives every byte from update; final only completes the tag.
+  const n = c.update(buf.subarray(aadMax, aadMax + plainLen)).copy(buf, out + IV_BYTES);
+  c.final();
+  c.getAuthTag().copy(buf, out + IV_BYTES + n);
+  return form.prefix + buf.toString('base64url', out, out + IV_BYTES + n + TAG_BYTES);
 }
 
-const aad = (identity: readonly (string | number)[], t: Tenant) =>
-  JSON.stringify(['cairn', VERSION, ...identity, t.kind, t.key]);
+/**
+ * The JSON that `sealText` sealed into `sealed` (an envelope of the form's tenant), or null
+ * when it does not open with this key and identity.
+ */
+export function openText(
+  dataKey: KeyObject,
+  form: TenantForm,
+  identity: readonly (string | number)[],
+  sealed: string,
+): string | null {
+  if (!sealed.startsWith(form.prefix)) return null;
+  const aad = aadText(identity, form);
+  const aadMax = aad.length * 3;
+  const bodyChars = sealed.length - form.prefix.length;
+  // base64url: 3 bytes per 4 characters.
+  const buf = scratchFor(aadMax + Math.ceil((bodyChars * 3) / 4));
+  const aadLen = buf.write(aad, 0, aadMax, 'utf8');
+  const bodyLen = buf.write(sealed.slice(form.prefix.length), aadMax, 'base64url');
+  if (bodyLen < IV_BYTES + TAG_BYTES) return null;
+  const end = aadMax + bodyLen;
+  try {
+    const d = createDecipheriv('aes-256-gcm', dataKey, buf.subarray(aadMax, aadMax + IV_BYTES));
+    d.setAAD(buf.subarray(0, aadLen));
+    d.setAuthTag(buf.subarray(end - TAG_BYTES, end));
+    const plain = d.update(buf.subarray(aadMax + IV_BYTES, end - TAG_BYTES));
+    // GCM gives everything from update; final only checks the tag (and throws).
+    d.final();
+    return plain.toString('utf8');
+  } catch {
+    return null;
+  }
+}
 
 /** The context a tenant's data key is wrapped for. */
 export const wrapContext = (t: Tenant) => `cairn data key ${tenantName(t)}`;

@@ -1769,12 +1769,16 @@ class FrontDoor implements Store {
 
   /** The subject's tombstones, written with its data keys destroyed; returns how many keys. */
   async #shred(subjects: Tombstone[]): Promise<number> {
-    return this.#write(async (s) => {
+    // Each subject (a resource, an entity, a world) is a tenant of that kind and key.
+    const tenants = subjects.map(({ kind, key }) => ({ kind: kind as TenantKind, key }));
+    const destroyed = await this.#write(async (s) => {
       if (s.lockSubjects) await s.lockSubjects(subjects, true);
       await s.putTombstones(subjects);
-      // Each subject (a resource, an entity, a world) is a tenant of that kind and key.
-      return s.deleteDataKeys(subjects.map(({ kind, key }) => ({ kind: kind as TenantKind, key })));
+      return s.deleteDataKeys(tenants);
     }, false);
+    // Nor does this process keep their keys or values it opened.
+    this.#d.sealer?.drop(tenants);
+    return destroyed;
   }
 
   #sealer(call: string): Sealer {
@@ -2191,9 +2195,8 @@ export function createStore(driver: Driver, options: CreateStoreOptions = {}): S
     throw invalidArgument(
       `now must be a function returning milliseconds, got ${typeof options.now}`,
     );
-  const sealer =
-    options.encryption === undefined
-      ? null
-      : new Sealer(checkEncryptionOptions(options.encryption).keyring);
+  const encryption =
+    options.encryption === undefined ? null : checkEncryptionOptions(options.encryption);
+  const sealer = encryption && new Sealer(encryption.keyring, encryption.plaintextCacheBytes);
   return new FrontDoor(new Door(driver, options.now ?? Date.now, sealer), null);
 }

@@ -20,15 +20,17 @@ import type { DataKeyRow, DriverSession, StateCommitDraft, TombstoneKind } from 
 import {
   dataKeyObject,
   type Envelope,
+  envelopeTenant,
   isEnvelope,
   type Keyring,
   newDataKey,
-  openValue,
-  parseEnvelope,
+  openText,
   SEALED,
   STORE_TENANT,
-  sealValue,
+  sealText,
   type Tenant,
+  type TenantForm,
+  tenantForm,
   tenantName,
   wrapContext,
 } from './encryption.js';
@@ -37,25 +39,101 @@ import type { MemoryFilter } from './store.js';
 
 /** Unwrapped data keys kept by a store, at most: the KEK is asked once per key while it stays. */
 const UNWRAPPED_CACHE = 10_000;
+/** Tenants whose envelope prefixes a store keeps worked out, at most. */
+const FORMS_CACHE = 10_000;
 
-/** A store's keyring and the data keys it unwrapped. */
+/** A value a store opened: the cache entry of its envelope's text. */
+interface Opened {
+  /** The envelope's text. */
+  text: string;
+  /** The data key it opens with: an entry of a key no longer in use is not used. */
+  key: KeyObject;
+  /** The row it was sealed for. */
+  identity: readonly (string | number)[];
+  /** The tenant's name, to drop the entry when the tenant's keys are destroyed. */
+  tenant: string;
+  json: string;
+}
+
+/**
+ * Where an envelope's text is filed: its last characters, of its random authentication
+ * tag. Hashing these rather than the whole text (a fresh string per read) halves a hit's
+ * cost; a hit still compares the whole text.
+ */
+const fileOf = (text: string) => text.slice(-16);
+
+/**
+ * Values opened lately, by their envelope's text, in two generations: a new entry goes
+ * into the young one, an old one read again moves back to it, and when the young one
+ * holds half the budget it becomes the old one (the old one is dropped). Nearly LRU, at a
+ * map lookup per read.
+ */
+class OpenedCache {
+  #young = new Map<string, Opened>();
+  #old = new Map<string, Opened>();
+  #bytes = 0;
+
+  constructor(readonly budget: number) {}
+
+  get(text: string): Opened | undefined {
+    const file = fileOf(text);
+    const young = this.#young.get(file);
+    if (young) return young.text === text ? young : undefined;
+    const old = this.#old.get(file);
+    if (old?.text !== text) return undefined;
+    this.set(old);
+    return old;
+  }
+
+  set(opened: Opened): void {
+    if (this.budget === 0) return;
+    this.#young.set(fileOf(opened.text), opened);
+    this.#bytes += opened.text.length + opened.json.length + 64;
+    if (this.#bytes * 2 > this.budget) {
+      this.#old = this.#young;
+      this.#young = new Map();
+      this.#bytes = 0;
+    }
+  }
+
+  drop(tenants: ReadonlySet<string>): void {
+    for (const m of [this.#young, this.#old])
+      for (const [file, o] of m) if (tenants.has(o.tenant)) m.delete(file);
+  }
+}
+
+const sameIdentity = (a: readonly (string | number)[], b: readonly (string | number)[]) => {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+};
+
+/** A store's keyring, the data keys it unwrapped and the values it opened lately. */
 export class Sealer {
-  readonly #unwrapped = new Map<string, Promise<KeyObject>>();
+  readonly #unwrapped = new Map<string, { tenant: string; key: Promise<KeyObject> }>();
+  readonly #forms = new Map<string, TenantForm>();
+  #lastForm: TenantForm | null = null;
+  readonly #opened: OpenedCache;
 
-  constructor(readonly keyring: Keyring) {}
+  constructor(
+    readonly keyring: Keyring,
+    plaintextCacheBytes: number,
+  ) {
+    this.#opened = new OpenedCache(plaintextCacheBytes);
+  }
 
   /** The data key of a stored row, unwrapped by the keyring (once per wrapped key). */
   unwrap(row: DataKeyRow): Promise<KeyObject> {
     const id = `${row.keyId}\u0000${row.wrapped}`;
-    let key = this.#unwrapped.get(id);
-    if (key) {
+    const known = this.#unwrapped.get(id);
+    if (known) {
       // Most recently used last: the first entry is the one to drop.
       this.#unwrapped.delete(id);
-      this.#unwrapped.set(id, key);
-      return key;
+      this.#unwrapped.set(id, known);
+      return known.key;
     }
     const tenant = { kind: row.kind, key: row.key };
-    key = Promise.resolve()
+    const key = Promise.resolve()
       .then(() =>
         this.keyring.unwrap(Buffer.from(row.wrapped, 'base64'), wrapContext(tenant), row.keyId),
       )
@@ -70,10 +148,14 @@ export class Sealer {
           );
         },
       );
-    this.#unwrapped.set(id, key);
+    this.#remember(row, key);
+    return key;
+  }
+
+  #remember(row: DataKeyRow, key: Promise<KeyObject>): void {
+    this.#unwrapped.set(`${row.keyId}\u0000${row.wrapped}`, { tenant: tenantName(row), key });
     if (this.#unwrapped.size > UNWRAPPED_CACHE)
       this.#unwrapped.delete(this.#unwrapped.keys().next().value!);
-    return key;
   }
 
   /** The row of a stored data key wrapped again by the keyring's current KEK. */
@@ -93,7 +175,68 @@ export class Sealer {
       wrapped: wrapped.toString('base64'),
       createdAt: now,
     };
+    // Read back later, the row unwraps to this same key object (what `open` checks).
+    this.#remember(row, Promise.resolve(key));
     return { key, row };
+  }
+
+  /** Forgets what this process holds of these tenants: their unwrapped keys and opened values. */
+  drop(tenants: readonly Tenant[]): void {
+    const names = new Set(tenants.map(tenantName));
+    for (const [id, k] of this.#unwrapped) if (names.has(k.tenant)) this.#unwrapped.delete(id);
+    this.#opened.drop(names);
+  }
+
+  /** The tenant's envelope prefix and associated data tail. */
+  form(tenant: Tenant): TenantForm {
+    const name = tenantName(tenant);
+    let f = this.#forms.get(name);
+    if (!f) {
+      if (this.#forms.size >= FORMS_CACHE) this.#forms.clear();
+      f = tenantForm(tenant);
+      this.#forms.set(name, f);
+    }
+    return f;
+  }
+
+  /** The form of the tenant an envelope's text names, or null when it is not an envelope. */
+  formOf(text: string): TenantForm | null {
+    // A chain's values are mostly of one tenant: check the last one's prefix first.
+    const last = this.#lastForm;
+    if (last && text.startsWith(last.prefix) && text.indexOf('.', last.prefix.length) < 0)
+      return last;
+    const tenant = envelopeTenant(text);
+    if (!tenant) return null;
+    this.#lastForm = this.form(tenant);
+    return this.#lastForm;
+  }
+
+  /** `value` sealed for the row `identity` under the tenant's data key: an envelope's text. */
+  seal(
+    key: KeyObject,
+    form: TenantForm,
+    identity: readonly (string | number)[],
+    value: JsonValue,
+  ): string {
+    // Not kept as opened: what a write keeps alive costs every write a GC copy or two, and
+    // a value is read again far less often than it is written.
+    return sealText(key, form, identity, JSON.stringify(value));
+  }
+
+  /** The value an envelope's text holds, opened as the row `identity`; undefined when it does not open. */
+  open(
+    key: KeyObject,
+    form: TenantForm,
+    identity: readonly (string | number)[],
+    text: string,
+  ): JsonValue | undefined {
+    const known = this.#opened.get(text);
+    if (known && known.key === key && sameIdentity(known.identity, identity))
+      return JSON.parse(known.json) as JsonValue;
+    const json = openText(key, form, identity, text);
+    if (json === null) return undefined;
+    this.#opened.set({ text, key, identity, tenant: form.name, json });
+    return JSON.parse(json) as JsonValue;
   }
 }
 
@@ -283,7 +426,7 @@ class SealedCalls {
     value: JsonValue,
   ): Promise<Envelope> {
     const key = await this.#dataKey(tenant, true);
-    return { [SEALED]: sealValue(key, tenant, identity, value) };
+    return { [SEALED]: this.sealer.seal(key, this.sealer.form(tenant), identity, value) };
   }
 
   /**
@@ -291,13 +434,13 @@ class SealedCalls {
    * wait: one lookup per tenant, not per row. A value that names none is left to `#open`.
    */
   async #keysFor(values: unknown[]): Promise<void> {
-    let last = '';
+    let last: TenantForm | null = null;
     for (const v of values) {
       if (!isEnvelope(v)) continue;
-      const e = parseEnvelope(v[SEALED]);
-      if (!e || e.name === last) continue;
-      last = e.name;
-      if (!this.#keys.has(e.name)) await this.#dataKey(e.tenant, false);
+      const form = this.sealer.formOf(v[SEALED]);
+      if (!form || form === last) continue;
+      last = form;
+      if (!this.#keys.has(form.name)) await this.#dataKey(form.tenant, false);
     }
   }
 
@@ -313,27 +456,31 @@ class SealedCalls {
     expected?: Tenant,
   ): JsonValue {
     if (!isEnvelope(stored)) throw undecryptable(what, id, NOT_SEALED);
-    const e = parseEnvelope(stored[SEALED]);
-    if (!e) throw undecryptable(what, id, DID_NOT_OPEN);
-    if (expected && tenantName(expected) !== e.name)
+    const text = stored[SEALED];
+    const form = this.sealer.formOf(text);
+    if (!form) throw undecryptable(what, id, DID_NOT_OPEN);
+    if (expected && tenantName(expected) !== form.name)
       throw undecryptable(what, id, DID_NOT_OPEN, { tenant: tenantName(expected) });
-    const key = this.#keys.get(e.name);
-    const value = key && openValue(key, e, identity);
-    if (value === undefined) throw undecryptable(what, id, DID_NOT_OPEN, { tenant: e.name });
+    const key = this.#keys.get(form.name);
+    const value = key && this.sealer.open(key, form, identity, text);
+    if (value === undefined) throw undecryptable(what, id, DID_NOT_OPEN, { tenant: form.name });
     return value;
   }
 
   // ------------------------------------------------------------ messages
 
   async #sealMessages(messages: Message[]): Promise<Message[]> {
-    const tenants = new Map<string, { tenant: Tenant; key: KeyObject }>();
+    const tenants = new Map<string, { form: TenantForm; key: KeyObject }>();
     for (const threadId of new Set(messages.map((m) => m.threadId))) {
       const tenant = await this.#threadTenant(threadId);
-      tenants.set(threadId, { tenant, key: await this.#dataKey(tenant, true) });
+      tenants.set(threadId, {
+        form: this.sealer.form(tenant),
+        key: await this.#dataKey(tenant, true),
+      });
     }
     return messages.map((m) => {
-      const { tenant, key } = tenants.get(m.threadId)!;
-      return { ...m, data: { [SEALED]: sealValue(key, tenant, messageIdentity(m), m.data) } };
+      const { form, key } = tenants.get(m.threadId)!;
+      return { ...m, data: { [SEALED]: this.sealer.seal(key, form, messageIdentity(m), m.data) } };
     });
   }
   async #openMessages(ms: Message[]): Promise<Message[]> {

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { isLoopback, startInspector } from '@cairn/inspector';
-import { openStore, type Target } from '../database.js';
+import { type OpenOptions, openStore, type Target } from '../database.js';
 import type { Io } from '../output.js';
 
 export interface InspectOptions {
@@ -8,6 +8,8 @@ export interface InspectOptions {
   host?: string;
   accessToken?: string;
   allowWrites: boolean;
+  /** The keyring of an encrypted database. */
+  open?: OpenOptions;
 }
 
 /**
@@ -15,7 +17,7 @@ export interface InspectOptions {
  * closes it and the store. Read-only unless `allowWrites`.
  */
 export async function inspect(t: Target, o: InspectOptions, io: Io): Promise<number> {
-  const store = await openStore(t, 'current');
+  const store = await openStore(t, 'current', o.open);
   try {
     const inspector = await startInspector({
       store,

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { createCairnServer, loadAuth, loadConfig, type ServerAuth } from '@cairn/server';
-import { CliError, openStore, type Target } from '../database.js';
+import { CliError, type OpenOptions, openStore, type Target } from '../database.js';
 import type { Io } from '../output.js';
 
 export interface ServeOptions {
@@ -12,6 +12,8 @@ export interface ServeOptions {
   token?: string;
   corsOrigins: string[];
   testEndpoints: boolean;
+  /** The keyring of an encrypted database. */
+  open?: OpenOptions;
 }
 
 /**
@@ -44,7 +46,7 @@ export async function serve(t: Target, o: ServeOptions, io: Io): Promise<number>
     throw new CliError(
       `--host ${o.host} lets other machines call the server: set --token (or CAIRN_SERVE_TOKEN) or auth.path in langgraph.json, or CAIRN_SERVE_INSECURE=1 to serve without auth`,
     );
-  const store = await openStore(t, t.kind === 'sqlite' ? 'create' : 'migrate');
+  const store = await openStore(t, t.kind === 'sqlite' ? 'create' : 'migrate', o.open);
   try {
     const server = await createCairnServer({
       store,

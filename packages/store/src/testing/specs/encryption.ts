@@ -269,6 +269,56 @@ export function describeEncryptionConformance(options: EncryptionConformanceOpti
       });
     }
 
+    if (options.tamper) {
+      const tamper = options.tamper;
+      it('opens no row from what it opened before: read, then moved, edited or shredded, it is refused', async () => {
+        await withStores(async (store, opened) => {
+          const a = await seedThread(store, 'tenant-a', ['a0', 'a1', 'a2']);
+          const b = await seedThread(store, 'tenant-b', ['b0', 'b1', 'b2']);
+          const other = await options.reopen(store, encryption);
+          opened.push(other);
+          // Both stores have opened every row once (and keep what they opened).
+          for (const s of [store, other])
+            for (const x of [a, b])
+              expect(await s.getChain(x.messages.at(-1)!.id)).toEqual(x.messages);
+          await tamper.copyMessageData(store, a.messages[1]!.id, b.messages[1]!.id);
+          await tamper.copyMessageData(store, a.messages[0]!.id, a.messages[2]!.id);
+          for (const s of [store, other]) {
+            await expectCode(() => s.getMessage(b.messages[1]!.id), 'DECRYPTION_FAILED');
+            await expectCode(() => s.getMessage(a.messages[2]!.id), 'DECRYPTION_FAILED');
+            // The rows they were copied from still open.
+            expect(await s.getMessage(a.messages[1]!.id)).toEqual(a.messages[1]);
+          }
+          await tamper.editMessageData(store, b.messages[0]!.id);
+          for (const s of [store, other])
+            await expectCode(() => s.getMessage(b.messages[0]!.id), 'DECRYPTION_FAILED');
+          // Shredded by one store: neither opens what it opened before.
+          await store.destroyDataKeys({ resourceId: 'tenant-a' });
+          for (const s of [store, other]) {
+            const e = await expectCode(() => s.getMessage(a.messages[1]!.id), 'DECRYPTION_FAILED');
+            expect(e.message).toContain('gone');
+          }
+        });
+      });
+    }
+
+    it('keeps no opened values with plaintextCacheBytes: 0, and checks the option', async () => {
+      const store = await options.create({ keyring, plaintextCacheBytes: 0 });
+      try {
+        const a = await seedThread(store, 'tenant-a', ['a0', 'a1']);
+        for (let i = 0; i < 2; i++)
+          expect(await store.getChain(a.messages[1]!.id)).toEqual(a.messages);
+      } finally {
+        if (options.destroy) await options.destroy(store);
+        else await store.close();
+      }
+      for (const bad of [-1, 1.5, '1', Number.NaN])
+        await expectCode(
+          () => options.create({ keyring, plaintextCacheBytes: bad as number }),
+          'INVALID_ARGUMENT',
+        );
+    });
+
     it('refuses a row written in plaintext around the store, by a store without the keyring', async () => {
       await withStores(async (store, opened) => {
         const a = await seedThread(store, 'tenant-a', ['a0']);
