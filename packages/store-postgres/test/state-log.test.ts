@@ -238,7 +238,9 @@ describeServer('the state log in segments, on the server', () => {
       );
       const { packed, toast } = r.rows[0] as { packed: number; toast: number };
       const limit = segmentBytes({ branchId: main, threadId });
-      expect(packed).toBeGreaterThan(limit * 0.8);
+      // A segment closes where its commits no longer fit packed fast; sealed at full
+      // quality, it holds ~15-25% less than the limit.
+      expect(packed).toBeGreaterThan(limit * 0.7);
       expect(packed).toBeLessThanOrEqual(limit);
       expect(toast).toBe(0);
     } finally {
