@@ -153,6 +153,26 @@ function notSaverThread(threadId: string): CairnError {
   );
 }
 
+/** What an append stores, planned on its namespace's log in the transaction (null: nothing). */
+type Plan = (
+  log: NamespaceLog,
+  tx: Store,
+) => Promise<{
+  record: CheckpointRecord | WritesRecord;
+  /** Where the branch head goes (null: where it is). */
+  messageId: string | null;
+  /** The messages to add, and their nodes to cache once they are. */
+  messages: NewMessage[];
+  added: ReadonlyArray<readonly [string, CachedNode]>;
+} | null>;
+
+interface AppendJob {
+  ns: string;
+  plan: Plan;
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
 /** What LangGraph's thread is in Cairn: the folded logs of its namespaces and the message nodes they use. */
 class ThreadLogs {
   readonly spaces = new Map<string, NamespaceLog>();
@@ -160,6 +180,9 @@ class ThreadLogs {
   readonly lock = new AsyncLock();
   /** The `put`s of this saver in flight on the thread. */
   readonly puts = new Set<Promise<void>>();
+  /** Appends waiting for the next transaction (`CairnSaver.#append`), and whether one drains them. */
+  readonly queue: AppendJob[] = [];
+  draining = false;
   constructor(readonly id: string) {}
 }
 
@@ -1065,80 +1088,165 @@ export class CairnSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * Appends one log record to a namespace: in a transaction with the messages it adds and the
-   * branch head it moves, against the log version this process has folded, without reading
-   * the log first (the expected version is the check). When another process appended or moved
-   * the head first (CONFLICT), it reads what is new of both and plans again; when the branch is
-   * gone (NOT_FOUND: the thread deleted by another process), it reads the thread afresh.
+   * Appends one log record to a namespace, planned by `plan` on the namespace's folded log
+   * inside the transaction that stores it. Appends to one thread are committed in order and
+   * together: the ones that arrive while a transaction of the thread is running (LangGraph
+   * puts a task's writes and the next checkpoint while the previous one is being stored) are
+   * stored by the next transaction, each planned on the log with the ones before it folded.
    */
-  async #append(
-    thread: ThreadLogs,
-    ns: string,
-    plan: (
-      log: NamespaceLog,
-      tx: Store,
-    ) => Promise<{
-      record: LogRecord;
-      /** Where the branch head goes (null: where it is). */
-      messageId: string | null;
-      /** The messages to add, and their nodes to cache once they are. */
-      messages: NewMessage[];
-      added: ReadonlyArray<readonly [string, CachedNode]>;
-    } | null>,
-  ): Promise<void> {
-    await thread.lock.run(async () => {
-      let read = false;
-      for (let attempt = 1; ; attempt++) {
+  #append(thread: ThreadLogs, ns: string, plan: Plan): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      thread.queue.push({ ns, plan, resolve, reject });
+      if (!thread.draining) this.#drain(thread);
+    });
+  }
+
+  /** Commits the queued appends of a thread, a batch a transaction, until none is left. */
+  #drain(thread: ThreadLogs): void {
+    thread.draining = true;
+    void thread.lock
+      .run(async () => {
+        while (thread.queue.length > 0) {
+          // The appends that the one just stored lets LangGraph make join this batch.
+          await new Promise((resolve) => setImmediate(resolve));
+          const batch = thread.queue.splice(0);
+          try {
+            await this.#commit(thread, batch);
+            for (const job of batch) job.resolve();
+          } catch (e) {
+            if (batch.length === 1) {
+              batch[0]!.reject(e);
+              continue;
+            }
+            // One append's failure is its own: each is stored again alone.
+            for (const job of batch) {
+              try {
+                await this.#commit(thread, [job]);
+                job.resolve();
+              } catch (one) {
+                job.reject(one);
+              }
+            }
+          }
+        }
+      })
+      .finally(() => {
+        thread.draining = false;
+        if (thread.queue.length > 0) this.#drain(thread);
+      });
+  }
+
+  /**
+   * Stores a batch of appends in one transaction: the records of each namespace in one
+   * commit (a `BatchRecord` when there are several), each record planned on the log with the
+   * ones before it folded. A commit is written against the log version this process has
+   * folded (the expected version is the check), without reading the log first. When another
+   * process appended or moved the head first (CONFLICT), it reads what is new of both and
+   * plans again; when the branch is gone (NOT_FOUND: the thread deleted by another process),
+   * it reads the thread afresh. A batch that fails forgets the namespaces it folded records
+   * into (they are read again) and the message nodes it cached.
+   */
+  async #commit(thread: ThreadLogs, batch: AppendJob[]): Promise<void> {
+    let read = false;
+    for (let attempt = 1; ; attempt++) {
+      const logs = new Map<string, NamespaceLog>();
+      for (const { ns } of batch) {
+        if (logs.has(ns)) continue;
         let log = thread.spaces.get(ns);
         if (!log) {
           log = (await this.#namespace(thread, ns, true))!;
           read = true;
         }
-        try {
-          const done = await this.#store.transaction(async (tx) => {
+        logs.set(ns, log);
+      }
+      interface Commit {
+        expected: number;
+        head: string | null;
+        records: Array<CheckpointRecord | WritesRecord>;
+        messages: NewMessage[];
+        messageId: string | null;
+      }
+      const commits = new Map<string, Commit>();
+      const added: string[] = [];
+      // The namespaces that get several records.
+      const shared = new Set(batch.map((j) => j.ns).filter((ns, i, all) => all.indexOf(ns) !== i));
+      try {
+        await this.#store.transaction(async (tx) => {
+          for (const { ns, plan } of batch) {
+            const log = logs.get(ns)!;
             const planned = await plan(log, tx);
-            if (!planned) return null;
-            const { messages, messageId } = planned;
-            const moves = messageId !== null && messageId !== log.head;
+            if (!planned) continue;
+            let c = commits.get(ns);
+            if (!c) {
+              c = {
+                expected: log.version,
+                head: log.head,
+                records: [],
+                messages: [],
+                messageId: null,
+              };
+              commits.set(ns, c);
+            }
+            c.records.push(planned.record);
+            c.messages.push(...planned.messages);
+            if (planned.messageId !== null) c.messageId = planned.messageId;
+            for (const [id, node] of planned.added) {
+              thread.nodes.set(id, node);
+              added.push(id);
+            }
+            // The next record of the namespace in the batch is planned on this one: folded
+            // now (a failure forgets the namespace), else once stored.
+            if (shared.has(ns)) {
+              log.add(c.expected + 1, planned.record);
+              if (planned.messageId !== null) log.head = planned.messageId;
+            }
+          }
+          for (const [ns, c] of commits) {
+            const { branchId } = logs.get(ns)!;
+            const moves = c.messageId !== null && c.messageId !== c.head;
             // Messages that end at the new head are added and the head moved in one write.
-            const onBranch = moves && messages.at(-1)?.id === messageId;
-            if (onBranch) await tx.addMessagesOnBranch(log.branchId, log.head, messages);
-            else if (messages.length > 0) await tx.addMessages(messages);
-            const commit = await tx.appendStateCommit(
-              {
-                branchId: log.branchId,
-                messageId: planned.messageId,
-                update: planned.record as unknown as JsonObject,
-              },
-              log.version,
+            const onBranch = moves && c.messages.at(-1)?.id === c.messageId;
+            if (onBranch) await tx.addMessagesOnBranch(branchId, c.head, c.messages);
+            else if (c.messages.length > 0) await tx.addMessages(c.messages);
+            const record: LogRecord =
+              c.records.length === 1 ? c.records[0]! : { lg: 'batch', records: c.records };
+            await tx.appendStateCommit(
+              { branchId, messageId: c.messageId, update: record as unknown as JsonObject },
+              c.expected,
             );
-            if (moves && !onBranch) await tx.moveHead(log.branchId, log.head, messageId);
-            return { commit, planned };
-          });
-          if (!done) return;
-          for (const [id, node] of done.planned.added) thread.nodes.set(id, node);
-          log.fold(done.commit.version, done.planned.record);
-          if (done.planned.messageId !== null) log.head = done.planned.messageId;
-          return;
-        } catch (e) {
-          if (attempt >= MAX_ATTEMPTS) throw e;
-          if (isCairnError(e, 'CONFLICT')) {
-            // Another writer moved the log or the branch head: read what is new of both.
+            if (moves && !onBranch) await tx.moveHead(branchId, c.head, c.messageId!);
+          }
+        });
+        for (const [ns, c] of commits) {
+          if (shared.has(ns)) continue;
+          const log = logs.get(ns)!;
+          log.fold(c.expected + 1, c.records[0]!);
+          if (c.messageId !== null) log.head = c.messageId;
+        }
+        return;
+      } catch (e) {
+        for (const ns of shared) thread.spaces.delete(ns);
+        for (const id of added) thread.nodes.delete(id);
+        if (attempt >= MAX_ATTEMPTS) throw e;
+        if (isCairnError(e, 'CONFLICT')) {
+          // Another writer moved a log or a branch head: read what is new of both.
+          for (const [ns, log] of logs) {
+            if (thread.spaces.get(ns) !== log) continue;
             await this.#refresh(thread, log);
             const branch = thread.spaces.has(ns)
               ? await this.#store.getBranchById(log.branchId)
               : null;
             if (branch) log.head = branch.headMessageId;
             else thread.spaces.delete(ns);
-          } else if (isCairnError(e, 'NOT_FOUND') && !read) {
-            // Planned on what this process read before: the thread may be gone meanwhile, or
-            // rewritten by `prune` (its namespace branches are new).
-            thread.spaces.clear();
-            thread.nodes.clear();
-          } else throw e;
-        }
+          }
+        } else if (isCairnError(e, 'NOT_FOUND') && !read) {
+          // Planned on what this process read before: the thread may be gone meanwhile, or
+          // rewritten by `prune` (its namespace branches are new).
+          thread.spaces.clear();
+          thread.nodes.clear();
+        } else throw e;
       }
-    });
+    }
   }
 
   /** The message ids of a stored list, root first, reading the chain once if it is not cached. */

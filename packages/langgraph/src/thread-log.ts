@@ -57,7 +57,21 @@ export interface WritesRecord {
   ns?: string;
 }
 
-export type LogRecord = CheckpointRecord | WritesRecord;
+/**
+ * Several records stored in one commit, in the order they were made: what a `put` and the
+ * writes that arrived with it (`CairnSaver` stores them in one transaction) add to a log.
+ */
+export interface BatchRecord {
+  lg: 'batch';
+  records: Array<CheckpointRecord | WritesRecord>;
+}
+
+export type LogRecord = CheckpointRecord | WritesRecord | BatchRecord;
+
+/** The records a commit holds, oldest first. */
+export function recordsOf(record: LogRecord): Array<CheckpointRecord | WritesRecord> {
+  return record.lg === 'batch' ? record.records : [record];
+}
 
 export interface PendingWriteRecord {
   task: string;
@@ -102,6 +116,19 @@ export class NamespaceLog {
   fold(version: number, record: LogRecord): void {
     if (version <= this.version) return;
     this.version = version;
+    for (const r of recordsOf(record)) this.#apply(version, r);
+  }
+
+  /**
+   * Folds one record of the commit `version` that is being written (the records of one
+   * `BatchRecord` are folded one by one as they are planned, each on the ones before it).
+   */
+  add(version: number, record: CheckpointRecord | WritesRecord): void {
+    this.version = version;
+    this.#apply(version, record);
+  }
+
+  #apply(version: number, record: CheckpointRecord | WritesRecord): void {
     if (record.ns !== undefined) this.recordedNs ??= record.ns;
     if (record.lg === 'checkpoint') {
       const old = this.checkpoints.get(record.id);
@@ -261,8 +288,8 @@ export function tailCovers(
   // The newest record of each checkpoint wins, as when the log is folded.
   const newest = new Map<string, CheckpointRecord>();
   let target = wanted;
-  for (const { update } of commits) {
-    const record = update as LogRecord;
+  const records = commits.flatMap(({ update }) => [...recordsOf(update as LogRecord)].reverse());
+  for (const record of records) {
     if (record.lg !== 'checkpoint' || newest.has(record.id)) continue;
     if (target === undefined) {
       if (record.top === undefined) return 'all';

@@ -86,9 +86,10 @@ describe.skipIf(skip)('a LangGraph turn on the PostgreSQL server', () => {
       await pgSaver.setup();
       const theirs = await secondTurn(store, pgSaver);
       const ours = await secondTurn(store, new CairnSaver(store));
-      // 78 before CairnSaver wrote against the log version it holds (43 since); PostgresSaver: 49.
+      // 78 before CairnSaver wrote against the log version it holds, 43 before it stored a
+      // checkpoint with the writes that arrived with it (30 since); PostgresSaver: 49.
       expect(ours).toBeLessThan(theirs);
-      expect(ours).toBeLessThanOrEqual(44);
+      expect(ours).toBeLessThanOrEqual(30);
     } finally {
       await pool.end();
       await store.close();

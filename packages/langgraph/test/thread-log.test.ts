@@ -3,7 +3,12 @@
 // (its own parent, no values) is read as the update in place it was.
 import { isCairnError } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
-import { type CheckpointRecord, NamespaceLog, tailCovers } from '../src/thread-log.js';
+import {
+  type CheckpointRecord,
+  NamespaceLog,
+  tailCovers,
+  type WritesRecord,
+} from '../src/thread-log.js';
 
 const header = ['json', { v: 4, channel_versions: { a: 1, b: 2 } }] as CheckpointRecord['header'];
 
@@ -42,6 +47,40 @@ describe('NamespaceLog', () => {
     };
     expect(cycle(() => log.resolve('2'))).toBe(true);
     expect(cycle(() => [...log.ancestry('2')])).toBe(true);
+  });
+});
+
+describe('a commit of several records (BatchRecord)', () => {
+  const writes: WritesRecord = {
+    lg: 'writes',
+    cp: '1',
+    task: 't',
+    path: '',
+    items: [[0, 'b', ['json', 'w']]],
+  };
+  const second = record('2', '1', [['b', 2, ['json', 'y']]]);
+
+  it('folds as its records folded one by one, in order, at its version', () => {
+    const batched = new NamespaceLog('', 'b', null);
+    batched.fold(1, record('1', null, [['a', 1, ['json', 'x']]]));
+    batched.fold(2, { lg: 'batch', records: [writes, second] });
+    expect(batched.version).toBe(2);
+    expect(batched.latest).toBe('2');
+    expect(batched.writes('1').map((w) => w.value)).toEqual([['json', 'w']]);
+    expect(batched.firstWrites('1')).toBe(2);
+    expect(Object.fromEntries([...batched.resolve('2')].map(([c, r]) => [c, r.r]))).toEqual({
+      a: ['json', 'x'],
+      b: ['json', 'y'],
+    });
+  });
+
+  it('is read by tailCovers, its newest record first', () => {
+    const commits = [
+      { version: 2, update: { lg: 'batch', records: [writes, second] } },
+      { version: 1, update: record('1', null, [['a', 1, ['json', 'x']]]) },
+    ];
+    expect(tailCovers(commits.slice(0, 1), 2, undefined)).toBe('more');
+    expect(tailCovers(commits, 1, undefined)).toEqual({ id: '2' });
   });
 });
 
