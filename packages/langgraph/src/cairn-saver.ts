@@ -59,6 +59,14 @@ export interface CairnSaverOptions {
   messageChannels?: string[];
   /** How many threads' folded logs to keep in memory (least recently used go first). Default 100. */
   cachedThreads?: number;
+  /**
+   * The resource (a user or tenant) a thread the saver creates belongs to, read from the
+   * run's config, e.g. `(config) => config.configurable?.user_id`. Then
+   * `store.forget({ resourceId })` deletes that user's graph threads with everything in them,
+   * and a later run on one is refused with `FORGOTTEN`. Asked when the saver creates a
+   * thread; a thread made before keeps the resource it has. Default: none.
+   */
+  resourceId?: (config: RunnableConfig) => string | null | undefined;
 }
 
 /** `CairnSaver.prune`'s options. */
@@ -101,8 +109,12 @@ function checkSaverArguments(store: unknown, options: CairnSaverOptions): void {
   checkKeys(
     options,
     'CairnSaver options',
-    keysOf<CairnSaverOptions>()(['serde', 'messageChannels', 'cachedThreads']),
+    keysOf<CairnSaverOptions>()(['serde', 'messageChannels', 'cachedThreads', 'resourceId']),
   );
+  if (options.resourceId !== undefined && typeof options.resourceId !== 'function')
+    throw invalidArgument(
+      `resourceId must be a function of the run's config, e.g. (config) => config.configurable?.user_id, got ${JSON.stringify(options.resourceId)}`,
+    );
   const { messageChannels: channels, cachedThreads: cached } = options;
   if (
     channels !== undefined &&
@@ -178,6 +190,8 @@ class ThreadLogs {
   readonly spaces = new Map<string, NamespaceLog>();
   readonly nodes = new Map<string, CachedNode>();
   readonly lock = new AsyncLock();
+  /** The resource a thread this saver creates gets (`CairnSaverOptions.resourceId`). */
+  resourceId: string | null = null;
   /** The `put`s of this saver in flight on the thread. */
   readonly puts = new Set<Promise<void>>();
   /** Appends waiting for the next transaction (`CairnSaver.#append`), and whether one drains them. */
@@ -329,6 +343,7 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #store: Store;
   readonly #messageChannels: Set<string>;
   readonly #cachedThreads: number;
+  readonly #resourceOf: CairnSaverOptions['resourceId'];
   readonly #threads = new Map<string, ThreadLogs>();
   readonly #reviver = new MessageReviver();
 
@@ -338,6 +353,7 @@ export class CairnSaver extends BaseCheckpointSaver {
     this.#store = store;
     this.#messageChannels = new Set(options.messageChannels ?? ['messages']);
     this.#cachedThreads = options.cachedThreads ?? 100;
+    this.#resourceOf = options.resourceId;
   }
 
   /** The store this saver writes to. */
@@ -503,7 +519,7 @@ export class CairnSaver extends BaseCheckpointSaver {
     const named: Prepared[] = await Promise.all(
       Object.entries(newVersions).map(([channel, version]) => prepare(channel, version)),
     );
-    const thread = this.#thread(threadId);
+    const thread = this.#thread(threadId, config);
     const done = this.#append(thread, ns, async (log, tx) => {
       // A checkpoint put again under its id (LangGraph 1.4 does, with durability 'exit', to
       // the checkpoint a resumed run started from) is updated in place: it keeps its parent
@@ -625,7 +641,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       ),
     );
     if (items.length === 0) return;
-    const thread = this.#thread(threadId);
+    const thread = this.#thread(threadId, config);
     await this.#arrival(thread, ns, checkpointId);
     await this.#append(thread, ns, async (log, tx) => {
       const kept = items.filter(([idx]) => idx < 0 || !log.hasWrite(checkpointId, taskId, idx));
@@ -914,7 +930,8 @@ export class CairnSaver extends BaseCheckpointSaver {
     }
   }
 
-  #thread(id: string): ThreadLogs {
+  /** The thread's folded logs; a writer's `config` says the resource a new thread gets. */
+  #thread(id: string, config?: RunnableConfig): ThreadLogs {
     let thread = this.#threads.get(id);
     if (thread) {
       this.#threads.delete(id);
@@ -925,6 +942,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       }
     }
     this.#threads.set(id, thread);
+    if (config && this.#resourceOf) thread.resourceId = this.#resourceOf(config) ?? null;
     return thread;
   }
 
@@ -956,7 +974,7 @@ export class CairnSaver extends BaseCheckpointSaver {
         : null;
       if (!branch) {
         if (!create) return undefined;
-        branch = await this.#createNamespace(thread.id, ns);
+        branch = await this.#createNamespace(thread, ns);
       }
       log = new NamespaceLog(ns, branch.id, branch.headMessageId);
       thread.spaces.set(ns, log);
@@ -1054,7 +1072,8 @@ export class CairnSaver extends BaseCheckpointSaver {
     for (const c of commits) log.fold(c.version, c.update as unknown as LogRecord);
   }
 
-  async #createNamespace(threadId: string, ns: string) {
+  async #createNamespace(logs: ThreadLogs, ns: string) {
+    const threadId = logs.id;
     let thread = await this.#store.getThread(threadId);
     if (!thread) {
       await this.#ignoreConflict(() =>
@@ -1062,6 +1081,7 @@ export class CairnSaver extends BaseCheckpointSaver {
         // checkpoints: `Store.sweep` never drops this thread's branches (prune is `prune`).
         this.#store.createThread({
           id: threadId,
+          resourceId: logs.resourceId,
           metadata: { langgraph: true, retention: { branchTtlMs: null } },
         }),
       );
