@@ -282,6 +282,9 @@ describe.skipIf(skip)('plans on tables grown from empty, generic plans forced', 
       Array.from({ length: 1_000 }, (_, j) => ({ contentHash: `c${j}`, embedding: [j, 1] })),
     );
     for (let i = 0; i < 300; i++) await store.createThread({});
+    // Finished turns of other threads: a sweep's purge of one thread's turns must not read them.
+    const busy = await store.createThread({});
+    for (let i = 0; i < 1_000; i++) await store.putTurn(turnOf(busy.id));
     recording.on = true;
     await workload(store, 'late');
     await store.getChain(head.id);
