@@ -63,8 +63,8 @@ export function checkSweepOptions(options: unknown): {
   };
 }
 
-/** The share of wall time a sweep works by default: it rests as long as it worked. */
-export const DEFAULT_SWEEP_DUTY_CYCLE = 0.5;
+/** The share of wall time a sweep works by default: it rests nine times as long as it worked. */
+export const DEFAULT_SWEEP_DUTY_CYCLE = 0.1;
 
 /**
  * How long a sweep rests after a thread that took `workedMs`, so that its work is at most

@@ -475,7 +475,7 @@ export interface SweepOptions {
    * rests (off the database) for as long as that thread took × (1 − dutyCycle) / dutyCycle,
    * so that workers sharing the database keep its CPU: a loaded database makes each
    * thread slower and the rest longer. Before each thread it also waits while sessions of
-   * this store queue for a connection (a full pool). Default 0.5; 1 never rests.
+   * this store queue for a connection (a full pool). Default 0.1; 1 never rests.
    */
   dutyCycle?: number;
 }
