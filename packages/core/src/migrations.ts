@@ -60,6 +60,18 @@ export function checkMigrationChain<M extends MigrationStep>(
 }
 
 /**
+ * `SCHEMA_TOO_NEW` for a `what` (a state, a checkpoint) written under schema version
+ * `found` by code that knows versions up to `supported`: it must not be read or written.
+ */
+export function schemaVersionTooNew(what: string, found: number, supported: number): CairnError {
+  return new CairnError(
+    'SCHEMA_TOO_NEW',
+    `this ${what} was written by schema version ${found}; this code knows versions up to ${supported} and must not read or write it`,
+    { details: { found, supported } },
+  );
+}
+
+/**
  * Runs the steps of `migrations` (a chain up to `version`) that bring `value`, written
  * under version `from`, up to `version`; each step gets `copy(current)`. `SCHEMA_TOO_NEW`
  * when `from` is newer than `version` (the `what` written by newer code must not be read
@@ -74,13 +86,7 @@ export function runMigrations(
   from: number,
   copy: (value: Record<string, unknown>) => Record<string, unknown>,
 ): Record<string, unknown> {
-  if (from > version) {
-    throw new CairnError(
-      'SCHEMA_TOO_NEW',
-      `this ${what} was written by schema version ${from}; this code knows versions up to ${version} and must not read or write it`,
-      { details: { found: from, supported: version } },
-    );
-  }
+  if (from > version) throw schemaVersionTooNew(what, from, version);
   if (from === version) return value;
   const steps = migrations.slice(migrations.length - (version - from));
   if (steps.length !== version - from) {
