@@ -146,3 +146,18 @@ describe('sweep pacing', () => {
     await store.close();
   });
 });
+
+describe('sweep lease', () => {
+  it('is renewed in time however long the sweep rests, so a slow sweep finishes its threads', async () => {
+    const store = createStore(memoryDriver());
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await store.createThreadWithBranch({})).thread.id);
+    // Each thread's rest (9,999 times its work) would outlast the 1 s lease, page by page.
+    const report = await store.sweep(
+      { turnTtlMs: 1 },
+      { threadIds: ids, batch: 1, leaseTtlMs: 1000, dutyCycle: 0.0001 },
+    );
+    expect(report).toMatchObject({ ran: true, scanned: 3 });
+    await store.close();
+  });
+});
