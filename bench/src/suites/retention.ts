@@ -75,6 +75,11 @@ interface Row {
   sweepMs: number;
 }
 
+/** `to.push(...from)` for arrays too long to spread (a round on SQLite runs millions of turns). */
+function append(to: number[], from: number[]) {
+  for (const x of from) to.push(x);
+}
+
 const freedOf = (r: SweepReport) => r.freed.stateCommits + r.freed.branches + r.freed.turns;
 
 function roundLine(
@@ -112,8 +117,8 @@ async function inProcess(name: string, spec: StoreSpec, log: (line: string) => v
       await quiet.stop();
       const [b, q] = [busy.times.get('on') ?? [], quiet.times.get('on') ?? []];
       log(roundLine(row, round, sweepMs, freedOf(report), b, q));
-      row.sweeping.push(...b);
-      row.quiet.push(...q);
+      append(row.sweeping, b);
+      append(row.quiet, q);
       row.freed += freedOf(report);
       row.sweepMs += sweepMs;
     }
@@ -196,11 +201,15 @@ async function processes(name: string, spec: StoreSpec, log: (line: string) => v
     times.push((await w.next<{ times: Record<string, number[]> }>()).times);
   }
   for (let round = 0; round < ROUNDS; round++) {
-    const b = times.flatMap((t) => t[`sweeping${round}`] ?? []);
-    const q = times.flatMap((t) => t[`quiet${round}`] ?? []);
+    const b: number[] = [];
+    const q: number[] = [];
+    for (const t of times) {
+      append(b, t[`sweeping${round}`] ?? []);
+      append(q, t[`quiet${round}`] ?? []);
+    }
     log(roundLine(row, round, sweepMs[round]!, freed[round]!, b, q));
-    row.sweeping.push(...b);
-    row.quiet.push(...q);
+    append(row.sweeping, b);
+    append(row.quiet, q);
     row.freed += freed[round]!;
     row.sweepMs += sweepMs[round]!;
   }
