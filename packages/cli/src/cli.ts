@@ -3,7 +3,7 @@ import { isCairnError } from '@cairn/core';
 import { doctor } from './commands/doctor.js';
 import { inspect } from './commands/inspect.js';
 import { migrate } from './commands/migrate.js';
-import { parseAge, prune } from './commands/prune.js';
+import { parseAge, parseDutyCycle, prune } from './commands/prune.js';
 import { show, threads } from './commands/read.js';
 import { serve } from './commands/serve.js';
 import { copyStore } from './copy.js';
@@ -299,7 +299,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   prune: {
     args: ['<db>'],
-    summary: 'delete old turns and inactive threads',
+    summary: 'delete old turns, inactive threads, old state commits and unvisited branches',
     options: {
       'turns-older-than': {
         type: 'string',
@@ -309,19 +309,36 @@ export const COMMANDS: Record<string, Command> = {
         type: 'string',
         description: 'threads with no update and no message for this long, with all they hold',
       },
-      'dry-run': { type: 'boolean', description: 'only count what would be deleted' },
+      'keep-state-commits': {
+        type: 'string',
+        description:
+          'keep the newest this many state commits per branch (and what kept points need)',
+      },
+      'branches-older-than': {
+        type: 'string',
+        description: 'branches nobody created, moved or committed to for this long',
+      },
+      'duty-cycle': {
+        type: 'string',
+        description: 'the share of the time the sweep works, above 0 and at most 1 (default 0.1)',
+      },
+      'dry-run': { type: 'boolean', description: 'only count old turns and inactive threads' },
     },
     help: DB_HELP,
     run: ([db], v, io) => {
-      const turns = str(v['turns-older-than']);
-      const threads = str(v['threads-older-than']);
+      const age = (name: string) => {
+        const text = str(v[name]);
+        return text === undefined ? undefined : parseAge(text, name);
+      };
+      const duty = str(v['duty-cycle']);
       return prune(
         parseTarget(db!),
         {
-          ...(turns === undefined ? {} : { turnsOlderThan: parseAge(turns, 'turns-older-than') }),
-          ...(threads === undefined
-            ? {}
-            : { threadsOlderThan: parseAge(threads, 'threads-older-than') }),
+          turnsOlderThan: age('turns-older-than'),
+          threadsOlderThan: age('threads-older-than'),
+          keepStateCommits: positiveInt(v['keep-state-commits'], 'keep-state-commits'),
+          branchesOlderThan: age('branches-older-than'),
+          dutyCycle: duty === undefined ? undefined : parseDutyCycle(duty),
           dryRun: !!v['dry-run'],
         },
         io,

@@ -95,7 +95,11 @@ describe.each(kinds)('prune and inspect on %s', (kind) => {
       'would delete 1 turns and 1 threads (dry run: nothing deleted)\n',
     ]);
     const real = await cairn(args);
-    expect([real.code, real.stdout]).toEqual([0, 'deleted 1 turns and 1 threads\n']);
+    // The thread with a running turn and the one with a live run are in use.
+    expect([real.code, real.stdout]).toEqual([
+      0,
+      'deleted 1 turns and 1 threads (threads left alone: 2 in use)\n',
+    ]);
     const threads = JSON.parse((await cairn(['threads', db.arg, '--json'])).stdout);
     expect(threads.map((t: { id: string }) => t.id).sort()).toEqual(
       [recent.thread.id, 'committed-thread', 'running-thread'].sort(),
@@ -109,6 +113,81 @@ describe.each(kinds)('prune and inspect on %s', (kind) => {
     const bad = await cairn(['prune', db.arg, '--turns-older-than', 'a week']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('takes an age such as 30m, 12h, 7d or 2w');
+  });
+
+  it('prune: keeps the newest state commits and drops unvisited branches, by the store sweep', async () => {
+    const store = await db.open();
+    const old = Date.now() - 100 * DAY;
+    const id = 'branchy';
+    const message = `${id}-message`;
+    await store.restoreThread({
+      thread: {
+        id,
+        resourceId: null,
+        title: 'branchy',
+        metadata: {},
+        createdAt: old,
+        updatedAt: old,
+      },
+      messages: [
+        {
+          id: message,
+          threadId: id,
+          parentId: null,
+          role: 'user',
+          type: null,
+          data: 'hi',
+          createdAt: old,
+          depth: 0,
+        },
+      ],
+      branches: ['main', 'side'].map((name) => ({
+        id: `${id}-${name}`,
+        threadId: id,
+        name,
+        headMessageId: message,
+        isActive: name === 'main',
+        createdAt: old,
+        forkMessageId: message,
+        parentBranchId: null,
+      })),
+      checkpoints: [],
+      stateCommits: Array.from({ length: 12 }, (_, i) => ({
+        branchId: `${id}-main`,
+        threadId: id,
+        version: i + 1,
+        messageId: message,
+        messageDepth: 0,
+        update: { n: i + 1 },
+        snapshot: i + 1 === 10 ? { n: 10 } : null,
+        createdAt: old,
+      })),
+      turns: [],
+    });
+    // Held by another sweeper: nothing is done, and the command says why.
+    await store.acquireLease({ key: 'cairn:sweep', owner: 'other', ttlMs: 60_000 });
+    const args = ['prune', db.arg, '--keep-state-commits', '2', '--branches-older-than', '30d'];
+    const held = await cairn([...args, '--duty-cycle', '1']);
+    expect(held.code).toBe(1);
+    expect(held.stderr).toContain('another sweep holds the lease cairn:sweep');
+    await store.releaseLease('cairn:sweep', 'other');
+    await store.close();
+    const real = await cairn([...args, '--duty-cycle', '1']);
+    // The newest 2 (11, 12) replay from the snapshot at 10: 9 go, and the side branch.
+    expect([real.code, real.stdout]).toEqual([
+      0,
+      'deleted 9 state commits and 1 branches (threads left alone: 2 in use)\n',
+    ]);
+    const shown = (await cairn(['show', db.arg, id])).stdout;
+    expect(shown).toContain('main');
+    expect(shown).not.toContain('side');
+    const dry = await cairn([...args, '--dry-run']);
+    expect(dry.code).toBe(2);
+    const bad = await cairn([...args, '--duty-cycle', '2']);
+    expect([bad.code, bad.stderr.includes('--duty-cycle takes a number above 0')]).toEqual([
+      2,
+      true,
+    ]);
   });
 
   it('inspect: serves the inspector on the database, read-only by default, until SIGTERM', async () => {

@@ -23,6 +23,12 @@ export {
 } from './json.js';
 export { checkKeys, keysOf } from './known-keys.js';
 export { AsyncLock } from './lock.js';
+export {
+  checkMigrationChain,
+  type MigrationStep,
+  runMigrations,
+  schemaVersionTooNew,
+} from './migrations.js';
 export * from './model.js';
 export { checkOwner } from './owner.js';
 export type {

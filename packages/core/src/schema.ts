@@ -2,6 +2,7 @@ import { jsonEqual } from './equal.js';
 import { CairnError } from './errors.js';
 import { findNonJson, type JsonValue } from './json.js';
 import { checkKeys, keysOf } from './known-keys.js';
+import { checkMigrationChain, runMigrations } from './migrations.js';
 import { type Reducer, reducers } from './reducers.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
 
@@ -172,15 +173,29 @@ export function defineState<F extends Fields>(
   options: DefineStateOptions = {},
 ): StateSchema<F> {
   checkKeys(options, 'defineState options', DEFINE_STATE_KEYS);
-  const version = options.version ?? 1;
-  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
-      `defineState: version must be a positive integer, got ${String(version)}`,
-      { details: { version } },
-    );
-  }
-  const migrations = checkMigrations(options.migrations ?? [], version);
+  const { version, migrations } = checkMigrationChain<StateMigration>(
+    'defineState',
+    options.version,
+    options.migrations,
+    MIGRATION_KEYS,
+    ({ from, schema }, i) => {
+      if (
+        schema !== undefined &&
+        (typeof schema !== 'object' ||
+          schema === null ||
+          typeof schema.initial !== 'function' ||
+          schema.version !== from)
+      ) {
+        throw new CairnError(
+          'INVALID_ARGUMENT',
+          `defineState: migrations[${i}].schema must be the defineState schema of version ${from}, got ${
+            typeof schema?.version === 'number' ? `version ${schema.version}` : String(schema)
+          }`,
+          { details: { index: i } },
+        );
+      }
+    },
+  );
   for (const [name, def] of Object.entries(fields)) {
     // A state is a plain object: assigning "__proto__" would replace its prototype.
     if (name === '__proto__') {
@@ -215,52 +230,6 @@ export function defineState<F extends Fields>(
   });
 }
 
-/** The checked, frozen migration chain of a schema of `version`. */
-function checkMigrations(list: unknown, version: number): readonly StateMigration[] {
-  const bad = (message: string, details: Record<string, unknown> = {}) =>
-    new CairnError('INVALID_ARGUMENT', `defineState: ${message}`, { details });
-  if (!Array.isArray(list)) throw bad(`migrations must be an array, got ${typeof list}`);
-  const first = version - list.length;
-  if (first < 1) {
-    throw bad(`${list.length} migrations go below version 1 for a schema of version ${version}`);
-  }
-  const checked = list.map((m: unknown, i): StateMigration => {
-    checkKeys(m, `defineState: migrations[${i}]`, MIGRATION_KEYS);
-    const { from, to, migrate, schema } = m as StateMigration;
-    // The chain runs from `first` to `version`, one step each, in order.
-    const want = first + i;
-    if (from !== want || to !== want + 1) {
-      throw bad(
-        `migrations must be consecutive steps up to version ${version} (${list
-          .map((x: any) => `${String(x?.from)}→${String(x?.to)}`)
-          .join(', ')}): migrations[${i}] must go from ${want} to ${want + 1}, got ${String(
-          from,
-        )}→${String(to)}`,
-        { index: i, from, to },
-      );
-    }
-    if (typeof migrate !== 'function') {
-      throw bad(`migrations[${i}].migrate must be a function`, { index: i });
-    }
-    if (
-      schema !== undefined &&
-      (typeof schema !== 'object' ||
-        schema === null ||
-        typeof schema.initial !== 'function' ||
-        schema.version !== from)
-    ) {
-      throw bad(
-        `migrations[${i}].schema must be the defineState schema of version ${from}, got ${
-          typeof schema?.version === 'number' ? `version ${schema.version}` : String(schema)
-        }`,
-        { index: i },
-      );
-    }
-    return Object.freeze({ from, to, migrate, ...(schema === undefined ? {} : { schema }) });
-  });
-  return Object.freeze(checked);
-}
-
 /**
  * Brings a thread state written under `schema` version `from` up to `schema.version`
  * through its migrations, then fills each thread field the result lacks with its default.
@@ -279,35 +248,12 @@ export function migrateState<S extends StateSchema<any>>(
   state: Record<string, unknown>,
   from: number,
 ): ThreadStateOf<S> {
-  if (from > schema.version) {
-    throw new CairnError(
-      'SCHEMA_TOO_NEW',
-      `this state was written by schema version ${from}; this code knows versions up to ${schema.version} and must not read or write it`,
-      { details: { found: from, supported: schema.version } },
-    );
-  }
   // A schema of version Infinity (a viewer's, built by hand) reads every version as stored.
-  if (from === schema.version || schema.version === Number.POSITIVE_INFINITY)
-    return state as ThreadStateOf<S>;
-  const steps = schema.migrations.slice(schema.migrations.length - (schema.version - from));
-  if (steps.length !== schema.version - from) {
-    throw new CairnError(
-      'INVALID_ARGUMENT',
-      `this state was written by schema version ${from}, and the schema (version ${schema.version}) has no migration from it`,
-      { details: { found: from, supported: schema.version } },
-    );
-  }
-  let current: Record<string, unknown> = state;
-  for (const step of steps) {
-    const out: unknown = step.migrate(structuredClone(current));
-    if (typeof out !== 'object' || out === null || Array.isArray(out)) {
-      throw new CairnError(
-        'INVALID_UPDATE',
-        `the migration from version ${step.from} to ${step.to} must return a state object`,
-      );
-    }
-    current = out as Record<string, unknown>;
-  }
+  if (schema.version === Number.POSITIVE_INFINITY) return state as ThreadStateOf<S>;
+  if (from === schema.version) return state as ThreadStateOf<S>;
+  const current = runMigrations('state', schema.version, schema.migrations, state, from, (v) =>
+    structuredClone(v),
+  );
   const result: Record<string, unknown> = {};
   for (const name of Object.keys(current)) {
     const value = current[name];

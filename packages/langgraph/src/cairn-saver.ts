@@ -12,6 +12,7 @@ import {
   MAX_NAME_LENGTH,
   newId,
   type StateCommit,
+  schemaVersionTooNew,
   type Thread,
 } from '@cairn/core';
 import type { NewMessage, Store } from '@cairn/store';
@@ -33,6 +34,12 @@ import {
   TASKS,
   WRITES_IDX_MAP,
 } from '@langchain/langgraph-checkpoint';
+import {
+  type CheckedSaverSchema,
+  checkSaverSchema,
+  migrateCheckpoint,
+  type SaverSchema,
+} from './channel-migrations.js';
 import { compactMessage, expandMessage, isJsonObject } from './message-data.js';
 import { MessageReviver } from './revive.js';
 import {
@@ -67,6 +74,28 @@ export interface CairnSaverOptions {
    * thread; a thread made before keeps the resource it has. Default: none.
    */
   resourceId?: (config: RunnableConfig) => string | null | undefined;
+  /**
+   * The version of the graph's channel values and the migrations up to it, as
+   * `defineState` takes them: a checkpoint written under an older version is read migrated
+   * (`getTuple`, `list`), the first checkpoint written on top of it stores every channel's
+   * value again in the new shape, and a thread a newer version wrote is refused
+   * (`SCHEMA_TOO_NEW`) rather than read or written. Default: version 1, no migrations.
+   *
+   * @example
+   * ```ts
+   * const saver = new CairnSaver(store, {
+   *   schema: {
+   *     version: 2,
+   *     migrations: [{
+   *       from: 1, to: 2,
+   *       rename: { name: 'title' },
+   *       migrate: (values) => ({ ...values, score: { value: values.score } }),
+   *     }],
+   *   },
+   * });
+   * ```
+   */
+  schema?: SaverSchema;
 }
 
 /** `CairnSaver.prune`'s options. */
@@ -109,7 +138,13 @@ function checkSaverArguments(store: unknown, options: CairnSaverOptions): void {
   checkKeys(
     options,
     'CairnSaver options',
-    keysOf<CairnSaverOptions>()(['serde', 'messageChannels', 'cachedThreads', 'resourceId']),
+    keysOf<CairnSaverOptions>()([
+      'serde',
+      'messageChannels',
+      'cachedThreads',
+      'resourceId',
+      'schema',
+    ]),
   );
   if (options.resourceId !== undefined && typeof options.resourceId !== 'function')
     throw invalidArgument(
@@ -346,10 +381,13 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #resourceOf: CairnSaverOptions['resourceId'];
   readonly #threads = new Map<string, ThreadLogs>();
   readonly #reviver = new MessageReviver();
+  readonly #schema: CheckedSaverSchema;
 
   constructor(store: Store, options: CairnSaverOptions = {}) {
     checkSaverArguments(store, options);
+    const schema = checkSaverSchema(options.schema);
     super(options.serde);
+    this.#schema = schema;
     this.#store = store;
     this.#messageChannels = new Set(options.messageChannels ?? ['messages']);
     this.#cachedThreads = options.cachedThreads ?? 100;
@@ -534,12 +572,23 @@ export class CairnSaver extends BaseCheckpointSaver {
       // stored with the copy. Any other put stores only what newVersions names (the
       // checkpoint contract's delta rule).
       const copy = metadata?.source === 'fork';
+      // A thread written by a newer schema is refused; the first checkpoint of a newer schema
+      // on a lineage stores every channel's value (its ancestors' are of the older shape).
+      const version = this.#schema.version;
+      const latestSv = log.latest === null ? 1 : (log.checkpoints.get(log.latest)?.sv ?? 1);
+      const baseSv = existing
+        ? (existing.sv ?? 1)
+        : known
+          ? (log.checkpoints.get(parentId)!.sv ?? 1)
+          : version;
+      if (Math.max(latestSv, baseSv) > version)
+        throw schemaVersionTooNew('thread', Math.max(latestSv, baseSv), version);
+      const rebase = baseSv < version;
       const unnamed = Object.entries(checkpoint.channel_versions ?? {}).filter(
         ([channel, version]) =>
-          copy &&
           !(channel in newVersions) &&
-          values?.[channel] !== undefined &&
-          current?.get(channel)?.v !== version,
+          (rebase ||
+            (copy && values?.[channel] !== undefined && current?.get(channel)?.v !== version)),
       );
       const prepared = [
         ...named,
@@ -595,6 +644,7 @@ export class CairnSaver extends BaseCheckpointSaver {
         top: log.latest === null || checkpoint.id >= log.latest ? 1 : log.latest,
       };
       if (namespaceBranch(ns).startsWith(HASHED)) record.ns = ns;
+      if (version > 1) record.sv = version;
       const wf = log.firstWrites(checkpoint.id);
       if (wf !== undefined) record.wf = wf;
       return {
@@ -1471,6 +1521,18 @@ export class CairnSaver extends BaseCheckpointSaver {
     }
     checkpoint.channel_values = channelValues;
     const pending = log.writes(record.id);
+    const pendingWrites = await Promise.all(
+      pending.map(
+        async (w): Promise<CheckpointPendingWrite> => [
+          w.task,
+          w.channel,
+          await this.#decode(w.value, thread),
+        ],
+      ),
+    );
+    migrateCheckpoint(this.#schema, checkpoint, pendingWrites, record.sv ?? 1, () =>
+      this.getNextVersion(undefined),
+    );
     if (checkpoint.v < 4 && record.parent !== null) {
       // Checkpoints before v4 kept sends in the parent's TASKS writes.
       const sends = log.writes(record.parent).filter((w) => w.channel === TASKS);
@@ -1488,15 +1550,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       },
       checkpoint,
       metadata: (await this.#decode(record.meta)) as CheckpointMetadata,
-      pendingWrites: await Promise.all(
-        pending.map(
-          async (w): Promise<CheckpointPendingWrite> => [
-            w.task,
-            w.channel,
-            await this.#decode(w.value, thread),
-          ],
-        ),
-      ),
+      pendingWrites,
     };
     if (record.parent !== null) {
       tuple.parentConfig = {

@@ -43,6 +43,11 @@ export interface CheckpointRecord {
   wf?: number;
   /** The namespace, in the records of one whose branch name is its hash (`namespaceBranch`). */
   ns?: string;
+  /**
+   * The version of the channels' shape the saver that wrote it had (`CairnSaverOptions.schema`);
+   * absent: 1. A record of a newer version than its parent's holds every channel's value.
+   */
+  sv?: number;
 }
 
 /** A log entry for `putWrites`. */

@@ -34,3 +34,17 @@ it("runs the README's prune example as written and prints what it says", () => {
     rmSync(file, { force: true });
   }
 }, 60_000);
+
+it("runs the README's schema migration example as written and prints what it says", () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const section = readme.split("## Change the state's shape: versions and migrations\n")[1]!;
+  const code = section.split('```ts\n')[1]!.split('```')[0]!;
+  const printed = section.split('It prints:\n\n```\n')[1]!.split('```')[0]!;
+  const file = join(root, `.readme-schema-${process.pid}.mjs`);
+  writeFileSync(file, code);
+  try {
+    expect(execFileSync(process.execPath, [file], { encoding: 'utf8' })).toBe(printed);
+  } finally {
+    rmSync(file, { force: true });
+  }
+}, 60_000);

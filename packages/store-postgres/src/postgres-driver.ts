@@ -63,6 +63,10 @@ export class PostgresDriver implements Driver {
     });
   }
 
+  queuedSessions(): number {
+    return this.#c.db.queued?.() ?? 0;
+  }
+
   /** Migrates and starts listening; on failure releases what it opened and rethrows. */
   async open(): Promise<void> {
     try {

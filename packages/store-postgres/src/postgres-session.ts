@@ -671,9 +671,15 @@ export class PostgresSession implements DriverSession {
   }
 
   purgeTurns(before: number, threadId: string | undefined): Promise<number> {
+    // Two statements: a generic plan of `($2 IS NULL OR thread_id = $2)` scans every turn.
+    if (threadId === undefined)
+      return this.#count(
+        `DELETE FROM ${this.#s}.turns WHERE status <> 'running' AND started_at < $1`,
+        [before],
+      );
     return this.#count(
-      `DELETE FROM ${this.#s}.turns WHERE status <> 'running' AND started_at < $1 AND ($2::text IS NULL OR thread_id = $2)`,
-      [before, threadId ?? null],
+      `DELETE FROM ${this.#s}.turns WHERE thread_id = $2 AND status <> 'running' AND started_at < $1`,
+      [before, threadId],
     );
   }
 

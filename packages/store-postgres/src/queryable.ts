@@ -25,6 +25,8 @@ export interface Queryable {
   transaction<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
   /** Several statements without parameters (migrations). */
   exec(text: string): Promise<void>;
+  /** Transactions waiting for a connection of the pool; absent on one connection. */
+  queued?(): number;
 }
 
 /** A node-postgres query config: a named statement is prepared once per connection. */
@@ -49,6 +51,8 @@ export interface PgPoolLike extends PgQueryable {
   connect(): Promise<PgClientLike & { release(err?: Error | boolean): void }>;
   end(): Promise<void>;
   readonly options?: object | undefined;
+  /** Callers waiting for a connection (pg's `Pool.waitingCount`). */
+  readonly waitingCount?: number;
 }
 
 /** The parts of a node-postgres `Client` (or `PoolClient`) the store uses. */
@@ -349,6 +353,7 @@ export function poolQueryable(pool: PgPoolLike): Queryable {
     query: session.query,
     exec: session.exec,
     send: waiting(session.query),
+    queued: () => pool.waitingCount ?? 0,
     async transaction(fn) {
       const client = await pool.connect();
       try {

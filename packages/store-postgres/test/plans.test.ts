@@ -160,6 +160,33 @@ async function workload(store: Store, agentId: string): Promise<void> {
   const [forgotten] = await store.addMemories([{ agentId, content: { text: 'forget me' } }]);
   await store.deleteMemories([forgotten!.id]);
   await store.deleteThread(gone.id);
+  // A sweep of a thread of its own: old state commits (with snapshots) on its main branch,
+  // a side branch nobody visits any more, a finished turn.
+  const swept = await store.createThreadWithBranch({});
+  const sm = await makeChain(store, swept.thread.id, 4, null);
+  await store.moveHead(swept.branch.id, null, sm.at(-1)!.id);
+  const side = await store.createBranch({
+    threadId: swept.thread.id,
+    name: 'side',
+    headMessageId: sm[1]!.id,
+  });
+  for (let v = 0; v < 12; v++)
+    await store.appendStateCommit(
+      {
+        branchId: swept.branch.id,
+        messageId: sm[v % 4]!.id,
+        update: { n: v },
+        snapshot: v % 5 === 4 ? { n: v } : null,
+      },
+      v,
+    );
+  await store.appendStateCommit({ branchId: side.id, messageId: sm[1]!.id, update: { n: 0 } }, 0);
+  await store.putTurn(turnOf(swept.thread.id));
+  await new Promise((r) => setTimeout(r, 5));
+  await store.sweep(
+    { keepStateCommits: 2, branchTtlMs: 1, turnTtlMs: 1 },
+    { threadIds: [swept.thread.id], dutyCycle: 1 },
+  );
   // A user forgotten (their thread, a memory about them), then a late write for them refused.
   const user = `user-${thread.id}`;
   const theirs = await store.createThreadWithBranch({ resourceId: user });
@@ -255,6 +282,9 @@ describe.skipIf(skip)('plans on tables grown from empty, generic plans forced', 
       Array.from({ length: 1_000 }, (_, j) => ({ contentHash: `c${j}`, embedding: [j, 1] })),
     );
     for (let i = 0; i < 300; i++) await store.createThread({});
+    // Finished turns of other threads: a sweep's purge of one thread's turns must not read them.
+    const busy = await store.createThread({});
+    for (let i = 0; i < 1_000; i++) await store.putTurn(turnOf(busy.id));
     recording.on = true;
     await workload(store, 'late');
     await store.getChain(head.id);

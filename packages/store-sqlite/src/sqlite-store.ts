@@ -440,10 +440,15 @@ class SqliteSession implements DriverSession {
   }
 
   purgeTurns(before: number, threadId: string | undefined): number {
+    // Two statements: `(@threadId IS NULL OR thread_id = @threadId)` scans every turn.
+    if (threadId === undefined)
+      return this.#run(
+        `DELETE FROM cairn_turns WHERE status <> 'running' AND started_at < @before`,
+        { before },
+      );
     return this.#run(
-      `DELETE FROM cairn_turns WHERE status <> 'running' AND started_at < @before
-         AND (@threadId IS NULL OR thread_id = @threadId)`,
-      { before, threadId: threadId ?? null },
+      `DELETE FROM cairn_turns WHERE thread_id = @threadId AND status <> 'running' AND started_at < @before`,
+      { before, threadId },
     );
   }
 

@@ -652,6 +652,12 @@ export interface Driver {
    */
   listen?(onPayload: (payload: string) => void): () => void;
   /**
+   * Optional: how many sessions of this driver wait for a connection right now (a pool's
+   * queue). `Store.sweep` defers its next thread while any do, so that background work
+   * never takes a connection a caller is waiting for.
+   */
+  queuedSessions?(): number;
+  /**
    * Optional: an object (e.g. the connection) that stores sharing the same database
    * through this process give alike. Every store with that scope hears the changes any
    * of them commits, so a driver needs no notification machinery of its own for them.

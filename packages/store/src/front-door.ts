@@ -43,6 +43,7 @@ import {
   checkSweepOptions,
   planStateCut,
   type ResolvedPolicy,
+  sweepRestMs,
   threadPolicy,
 } from './retention.js';
 import { Sealer, sealedRefusal, sealingSession } from './sealing.js';
@@ -350,6 +351,9 @@ function decodeChange(payload: string): { origin: string; change: Change } | nul
     return null;
   }
 }
+
+/** How often a sweep looks again whether sessions still queue for a connection. */
+const QUEUED_RECHECK_MS = 2;
 
 /** How often a lease waiter looks again where releases in other processes go unheard. */
 const UNHEARD_RECHECK_MS = 50;
@@ -1895,8 +1899,22 @@ class FrontDoor implements Store {
     report.ran = true;
     try {
       const pages = o.threadIds ? chunks(o.threadIds, o.batch) : this.#threadPages(o.batch);
-      for await (const ids of pages) {
+      // Renewed by time, not by page: a page of resting threads may take longer than the TTL.
+      let renewedAt = performance.now();
+      const renew = async () => {
+        renewedAt = performance.now();
+        return this.renewLease(lease.key, lease.owner, lease.ttlMs).then(
+          () => true,
+          (e: unknown) => {
+            if (isCairnError(e, 'CONFLICT') || isCairnError(e, 'NOT_FOUND')) return false;
+            throw e;
+          },
+        );
+      };
+      sweeping: for await (const ids of pages) {
         for (const id of ids) {
+          await this.#waitForQueuedSessions(o.leaseTtlMs / 4);
+          const started = performance.now();
           const done = await this.#write((s, touch) =>
             this.#sweepThread(s, touch, id, rules),
           ).catch((e: unknown) => {
@@ -1905,27 +1923,40 @@ class FrontDoor implements Store {
             return { scanned: 1, busy: true, invalid: false, freed: {} };
           });
           report.scanned += done.scanned;
-          // Off the hot path: writers that queued meanwhile go before the next thread.
-          await yieldToOthers();
           if (done.busy) report.busy++;
           if (done.invalid) report.invalid++;
           for (const [k, n] of Object.entries(done.freed))
             report.freed[k as keyof SweepReport['freed']] += n;
+          // Off the hot path: writers that queued meanwhile go before the next thread, and
+          // the sweep rests in proportion to what the thread cost (its duty cycle).
+          // At most a third of the lease's TTL, so that the lease is renewed in time.
+          const rest = Math.min(
+            sweepRestMs(performance.now() - started, o.dutyCycle),
+            o.leaseTtlMs / 3,
+          );
+          if (rest > 0) await new Promise((r) => setTimeout(r, rest));
+          else await yieldToOthers();
+          // A sweep that lost its lease (it expired and another sweeper took it) stops here.
+          if (performance.now() - renewedAt >= o.leaseTtlMs / 3 && !(await renew())) break sweeping;
         }
-        // A sweep that lost its lease (it expired and another sweeper took it) stops here.
-        const renewed = await this.renewLease(lease.key, lease.owner, lease.ttlMs).then(
-          () => true,
-          (e: unknown) => {
-            if (isCairnError(e, 'CONFLICT') || isCairnError(e, 'NOT_FOUND')) return false;
-            throw e;
-          },
-        );
-        if (!renewed) break;
+        if (!(await renew())) break;
       }
     } finally {
       await this.releaseLease(lease.key, lease.owner).catch(() => undefined);
     }
     return report;
+  }
+
+  /**
+   * Waits (up to `maxMs`) while sessions of this store queue for a connection, as the
+   * driver counts them (a full pool): the sweep's next session would take one they wait for.
+   */
+  async #waitForQueuedSessions(maxMs: number): Promise<void> {
+    const queued = this.#d.driver.queuedSessions;
+    if (!queued) return;
+    const until = performance.now() + maxMs;
+    while (queued.call(this.#d.driver) > 0 && performance.now() < until)
+      await new Promise((r) => setTimeout(r, QUEUED_RECHECK_MS));
   }
 
   /** Every thread's id, a page at a time (oldest pages may shift as threads are deleted: seq paging). */

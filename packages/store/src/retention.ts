@@ -42,20 +42,38 @@ export function checkSweepOptions(options: unknown): {
   threadIds: string[] | null;
   owner: string;
   leaseTtlMs: number;
+  dutyCycle: number;
 } {
   checkKeys(
     options,
     'sweep options',
-    keysOf<SweepOptions>()(['batch', 'threadIds', 'owner', 'leaseTtlMs']),
+    keysOf<SweepOptions>()(['batch', 'threadIds', 'owner', 'leaseTtlMs', 'dutyCycle']),
   );
   const o = options as SweepOptions;
+  const duty = o.dutyCycle;
+  if (duty !== undefined && !(typeof duty === 'number' && duty > 0 && duty <= 1))
+    throw invalidArgument(`dutyCycle must be a number above 0 and at most 1, got ${show(duty)}`);
   return {
+    dutyCycle: duty ?? DEFAULT_SWEEP_DUTY_CYCLE,
     batch: checkLimit(o.batch, 'batch', 100, 10_000),
     threadIds:
       o.threadIds === undefined ? null : [...new Set(checkIdList(o.threadIds, 'threadIds'))],
     owner: o.owner === undefined ? `sweep-${newId()}` : checkName(o.owner, 'owner'),
     leaseTtlMs: o.leaseTtlMs === undefined ? 60_000 : checkTtl(o.leaseTtlMs),
   };
+}
+
+/** The share of wall time a sweep works by default: it rests nine times as long as it worked. */
+export const DEFAULT_SWEEP_DUTY_CYCLE = 0.1;
+
+/**
+ * How long a sweep rests after a thread that took `workedMs`, so that its work is at most
+ * `dutyCycle` of the wall time. The rest follows the work: on a loaded database, where a
+ * thread takes longer, the sweep backs off by as much.
+ */
+export function sweepRestMs(workedMs: number, dutyCycle: number): number {
+  if (dutyCycle >= 1 || !(workedMs > 0)) return 0;
+  return (workedMs * (1 - dutyCycle)) / dutyCycle;
 }
 
 /**

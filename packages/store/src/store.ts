@@ -486,6 +486,14 @@ export interface SweepOptions {
   owner?: string;
   /** The sweep lease's time to live (ms), renewed after every page. Default 60,000. */
   leaseTtlMs?: number;
+  /**
+   * The share of wall time the sweep works, above 0 and at most 1. After each thread it
+   * rests (off the database) for as long as that thread took × (1 − dutyCycle) / dutyCycle,
+   * so that workers sharing the database keep its CPU: a loaded database makes each
+   * thread slower and the rest longer. Before each thread it also waits while sessions of
+   * this store queue for a connection (a full pool). Default 0.1; 1 never rests.
+   */
+  dutyCycle?: number;
 }
 
 /** What `Store.sweep` did. */

@@ -211,6 +211,22 @@ export function describeRetention(options: StoreConformanceOptions): void {
         expect(await store().getStateCommits(t.main.id)).toHaveLength(30);
     });
 
+    it('frees the same at any duty cycle (it only rests between threads)', async () => {
+      const a = await threadWithLog(store(), { commits: 30 });
+      const b = await threadWithLog(store(), { commits: 30 });
+      const threadIds = [a.thread.id, b.thread.id];
+      const report = await store().sweep({ keepStateCommits: 5 }, { threadIds, dutyCycle: 0.2 });
+      expect(report).toMatchObject({ ran: true, scanned: 2 });
+      // The newest 5 (26..30) replay from the snapshot at 20.
+      expect(report.freed.stateCommits).toBe(38);
+      const full = await threadWithLog(store(), { commits: 30 });
+      const again = await store().sweep(
+        { keepStateCommits: 5 },
+        { threadIds: [full.thread.id], dutyCycle: 1 },
+      );
+      expect(again.freed.stateCommits).toBe(19);
+    });
+
     it('runs one sweeper at a time: a held sweep lease makes it do nothing', async () => {
       const { thread, main } = await threadWithLog(store(), { commits: 30 });
       await store().acquireLease({ key: SWEEP_LEASE_KEY, owner: 'other', ttlMs: 60_000 });
@@ -237,7 +253,16 @@ export function describeRetention(options: StoreConformanceOptions): void {
       ])
         await expectCode(() => store().sweep(policy as never, { threadIds }), 'INVALID_ARGUMENT');
       await expectCode(() => store().sweep(null as never), 'INVALID_ARGUMENT');
-      for (const o of [{ batch: 0 }, { threadIds: ['ok', 7] }, { leaseTtlMs: 0 }, { every: 1 }])
+      for (const o of [
+        { batch: 0 },
+        { threadIds: ['ok', 7] },
+        { leaseTtlMs: 0 },
+        { every: 1 },
+        { dutyCycle: 0 },
+        { dutyCycle: 1.5 },
+        { dutyCycle: Number.NaN },
+        { dutyCycle: '0.5' },
+      ])
         await expectCode(
           () => store().sweep({ keepStateCommits: 1 }, o as never),
           'INVALID_ARGUMENT',
