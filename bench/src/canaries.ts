@@ -137,7 +137,8 @@ export class Writers {
     };
   }
 
-  async #thread(user: string, tag: string) {
+  /** The writer's thread of a user, opened on first use and kept (as a worker keeps one). */
+  async thread(user: string, tag: string) {
     const id = Writers.ids(user, tag).thread;
     let t = this.#threads.get(id);
     if (!t) {
@@ -159,7 +160,7 @@ export class Writers {
 
   /** Opens the writer's thread now (a worker holding a thread open across a forget). */
   async open(user: string, tag: string): Promise<void> {
-    await this.#thread(user, tag);
+    await this.thread(user, tag);
   }
 
   async write(kind: Kind, user: string, tag: string, words: string[]): Promise<void> {
@@ -167,13 +168,13 @@ export class Writers {
     const ids = Writers.ids(user, tag);
     switch (kind) {
       case 'thread-message': {
-        const t = await this.#thread(user, tag);
+        const t = await this.thread(user, tag);
         t.add({ role: 'user', data: { text } });
         await t.save();
         return;
       }
       case 'thread-state': {
-        const t = await this.#thread(user, tag);
+        const t = await this.thread(user, tag);
         await t.update({ notes: words });
         return;
       }

@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { brotliDecompressSync } from 'node:zlib';
+import { createComposer } from '@cairn/compose';
 import { type Memory, newId, type Thread } from '@cairn/core';
 import { hashingEmbedder } from '@cairn/memory';
 import type { ForgetReceipt, Store, ThreadRecords } from '@cairn/store';
@@ -160,6 +161,58 @@ async function postgresTables(
   }
 }
 
+/**
+ * The raw pages of every relation of the schema (tables, their TOAST tables, every index),
+ * read with `pageinspect`'s `get_raw_page`: dead tuples and index entries included, as the
+ * table files hold them. Values Postgres compressed (TOAST) or the store packed are not
+ * unpacked here: the table scan reads those.
+ */
+async function postgresPages(
+  schema: string,
+  victim: Set<string>,
+): Promise<Scan & { pages: number }> {
+  const c = new pg.Client({ connectionString: POSTGRES_URL });
+  await c.connect();
+  const scan: Scan = { victim: {}, others: 0 };
+  const others = new Set<string>();
+  let pages = 0;
+  try {
+    let ns = (
+      await c.query<{ ns: string }>(
+        `SELECT extnamespace::regnamespace::text AS ns FROM pg_extension WHERE extname = 'pageinspect'`,
+      )
+    ).rows[0]?.ns;
+    if (!ns) {
+      await c.query(`CREATE EXTENSION pageinspect WITH SCHEMA "${schema}"`);
+      ns = `"${schema}"`;
+    }
+    const { rows } = await c.query<{ rel: string; blocks: number }>(
+      `WITH own AS (SELECT oid, reltoastrelid FROM pg_class WHERE relnamespace = $1::regnamespace AND relkind IN ('r', 'i', 'm')),
+            rels AS (
+              SELECT oid FROM own
+              UNION SELECT reltoastrelid FROM own WHERE reltoastrelid <> 0
+              UNION SELECT i.indexrelid FROM pg_index i JOIN own ON i.indrelid = own.reltoastrelid)
+       SELECT oid::regclass::text AS rel,
+              (pg_relation_size(oid) / current_setting('block_size')::int)::int AS blocks
+       FROM rels`,
+      [schema],
+    );
+    for (const { rel, blocks } of rows) {
+      if (blocks === 0) continue;
+      const r = await c.query<{ p: Buffer }>(
+        `SELECT ${ns}.get_raw_page($1, b::int) AS p FROM generate_series(0, $2 - 1) b`,
+        [rel, blocks],
+      );
+      for (const { p } of r.rows) scanText(p.toString('latin1'), victim, scan, others);
+      pages += blocks;
+    }
+    scan.others = others.size;
+    return { ...scan, pages };
+  } finally {
+    await c.end();
+  }
+}
+
 function pgDump(schema: string, victim: Set<string>): Scan | null {
   let dump: string;
   try {
@@ -272,6 +325,10 @@ interface Figures {
   /** Keyword hits and cached embeddings of the forgotten user's memories, before and after. */
   probeBefore: { asked: number; hits: number; cached: number };
   probeAfter: { asked: number; hits: number; cached: number };
+  /** Postgres: canaries in the raw pages of every relation, after the forget and after the VACUUM step. */
+  pages: { before: Scan & { pages: number }; after: Scan & { pages: number } } | null;
+  /** The forgotten user's canaries in a composition of its thread, before and after the forget. */
+  composed: { before: number; after: number };
   apiLeft: { threads: number; memories: number };
   during: Tally;
   late: Tally;
@@ -352,6 +409,24 @@ async function scenario(
     const probeBefore = encrypted
       ? { asked: 0, hits: 0, cached: 0 }
       : await probeIndexes(store, victimCanaries, hashes);
+    // A composer in this process, its cache keyed as the compose README shows (message id,
+    // the thread's state version), filled before the forget and asked again after it.
+    const held = await writers.thread(userId(VICTIM), 'plant');
+    const composer = createComposer<{ id: string }>({
+      providers: [
+        {
+          name: 'HISTORY',
+          get: async () => ({
+            text: (await store.getChain(held.head!)).map((m) => JSON.stringify(m.data)).join('\n'),
+          }),
+        },
+      ],
+    });
+    const composeVictim = async () =>
+      canariesIn(
+        (await composer.compose({ id: held.head! }, { version: String(held.stateVersion) })).text,
+      ).length;
+    const composed = { before: await composeVictim(), after: 0 };
     const configs: WriterConfig[] = Array.from({ length: PROCESSES }, (_, w) => ({
       target,
       encrypted,
@@ -374,6 +449,7 @@ async function scenario(
         send('forgotten');
       },
     );
+    composed.after = await composeVictim();
     const during: Tally = {};
     const late: Tally = {};
     const own: Tally = {};
@@ -389,7 +465,13 @@ async function scenario(
 
     // The documented step: SQLite scrubs before forget returns; Postgres needs VACUUM FULL.
     let step = 'none (forget scrubs free pages and truncates the WAL before it returns)';
+    let pages: Figures['pages'] = null;
     if (backend === 'postgres') {
+      const before = await postgresPages(schema, victimCanaries);
+      log(
+        `${label}: raw pages before VACUUM: ${sum(before.victim)} canaries of the forgotten user in ${before.pages} pages`,
+      );
+      pages = { before, after: before };
       const tables = [
         'threads',
         'messages',
@@ -407,6 +489,7 @@ async function scenario(
       await c.connect();
       await c.query(`VACUUM FULL ${tables.join(', ')}`);
       await c.end();
+      pages.after = await postgresPages(schema, victimCanaries);
     }
 
     await store.close();
@@ -454,6 +537,8 @@ async function scenario(
       sealedBefore,
       probeBefore,
       probeAfter,
+      composed,
+      pages,
       apiLeft,
       during,
       late,
@@ -488,6 +573,10 @@ function failures(f: Figures): string[] {
   if (found(f.raw) > 0)
     out.push(`${found(f.raw)} canaries of the forgotten user in the ${f.rawName}`);
   if (f.raw === null && f.rawName === 'pg_dump') out.push('pg_dump failed');
+  if (f.pages && found(f.pages.after) > 0)
+    out.push(
+      `${found(f.pages.after)} canaries of the forgotten user in raw pages after the VACUUM step`,
+    );
   if (f.probeAfter.hits > 0) out.push(`${f.probeAfter.hits} keyword hits for forgotten canaries`);
   if (f.probeAfter.cached > 0)
     out.push(`${f.probeAfter.cached} cached embeddings of forgotten memories`);
@@ -524,6 +613,9 @@ function failures(f: Figures): string[] {
     );
   // The control: without encryption the scans must see the other users' canaries.
   if (!f.sealedBefore && f.tables.others === 0) out.push('the table scan found no canary at all');
+  if (f.composed.before === 0) out.push('the composition probe saw no canary before the forget');
+  if (f.composed.after === 0)
+    out.push('the composition cache gap is closed: take it off the report');
   for (const kind of Object.keys(GAPS))
     if (f.kinds.includes(kind as Kind) && !(f.tables.victim[kind] ?? 0) && !(f.late[kind]?.ok ?? 0))
       out.push(`${kind} is listed as a gap but was forgotten: take it off GAPS`);
@@ -561,7 +653,19 @@ Forget of one user (\`{ resourceId, entityId }\`) in ${f.forgetMs.toFixed(0)} ms
 | --- | ---: | ---: | ---: | ---: | ---: |
 ${KINDS.map((k) => `| ${k}${k in GAPS ? ' (gap, below)' : ''} | ${cell(k, f)} |`).join('\n')}
 
-- Keyword index: ${f.sealedBefore ? 'none on a sealed store' : `${f.probeAfter.hits} hits for ${f.probeAfter.asked} of the user's memory canaries (${f.probeBefore.hits} before the forget)`}; embedding cache: ${f.sealedBefore ? 'none on a sealed store' : `${f.probeAfter.cached} rows of the user's memories' content hashes (${f.probeBefore.cached} before)`}; the API: ${f.apiLeft.threads} threads, ${f.apiLeft.memories} memories of the user.
+${
+  f.pages
+    ? `- Raw pages of every table, TOAST table and index (pageinspect): after the forget, before the step, ${sum(f.pages.before.victim)} canaries of the forgotten user (${
+        Object.entries(f.pages.before.victim)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ') || 'none'
+      }) in ${f.pages.before.pages} pages; after it ${sum(f.pages.after.victim)} (${
+        Object.entries(f.pages.after.victim)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ') || 'none'
+      }) in ${f.pages.after.pages} pages; other users' canaries found there: ${f.pages.after.others}.\n`
+    : ''
+}- Keyword index: ${f.sealedBefore ? 'none on a sealed store' : `${f.probeAfter.hits} hits for ${f.probeAfter.asked} of the user's memory canaries (${f.probeBefore.hits} before the forget)`}; embedding cache: ${f.sealedBefore ? 'none on a sealed store' : `${f.probeAfter.cached} rows of the user's memories' content hashes (${f.probeBefore.cached} before)`}; the API: ${f.apiLeft.threads} threads, ${f.apiLeft.memories} memories of the user.
 - Other users (control): ${f.tables.others} of their canaries found by the table scan${f.raw ? `, ${f.raw.others} in the ${f.rawName}` : ''}; ${QUIET} users not written meanwhile: ${f.quietChanged} exports changed; ${PROCESSES} users written meanwhile: ${f.busyLost} records lost or changed, ${Object.values(f.own).reduce((a, o) => a + (o.ok ?? 0), 0)} of ${Object.values(f.own).reduce((a, o) => a + sum(o), 0)} of their writes succeeded.${
         f.sealedBefore
           ? `\n- Encrypted, before the forget: ${f.sealedBefore.tables} canaries (of any user) readable in the tables, ${f.sealedBefore.raw ?? 'n/a'} in the ${f.rawName}.`
@@ -577,7 +681,7 @@ ${Object.entries(GAPS)
   .map(([k, why]) => `- ${k}: ${why}.`)
   .join('\n')}
 ${[...new Set(runs.flatMap((f) => Object.entries(f.refused).map(([k, why]) => `- ${k} on an encrypted store: refused when planting (${why}).`)))].join('\n')}
-- ${'`@cairn/compose`'} stores nothing in the store: its cache is in the process (keyed by message id and the caller's \`version\`).
+- \`@cairn/compose\` stores nothing in the store; its cache lives in the process, keyed by message id and the caller's \`version\`. Keyed as its README shows (\`version: thread.stateVersion\` of a \`CairnThread\` the process holds), a composition of the forgotten user's thread is served from the cache after the forget: ${runs.map((f) => `${f.label}: ${f.composed.after} of ${f.composed.before} canaries`).join('; ')}. Neither the composer nor the held thread hears of a forget (nor of another process's writes): the cache must be cleared, or the version taken from the store, by the application.
 
 ${problems.length === 0 ? 'Every count as required.' : `**Failed:**\n${problems.map((p) => `- ${p}`).join('\n')}`}`;
     if (problems.length > 0) {

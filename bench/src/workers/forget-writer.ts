@@ -93,5 +93,5 @@ async function step(phase: Tally) {
 while (!forgotten) await step(result.during);
 for (let late = 0; late < config.late; late++) await step(result.late);
 await store.close();
-process.stdout.write(`${JSON.stringify(result)}\n`);
-process.exit(0);
+// A pipe is written asynchronously: exit only once the whole line is out.
+process.stdout.write(`${JSON.stringify(result)}\n`, () => process.exit(0));
