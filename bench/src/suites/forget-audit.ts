@@ -63,7 +63,7 @@ const GAPS: Partial<Record<Kind, string>> = {
   'langgraph-checkpoint':
     '`CairnSaver` creates its threads with no `resourceId` (only `thread_id` reaches it), so a forget by resource never finds them; late checkpoint writes for the user succeed',
   'langgraph-store':
-    "`CairnStore` keeps an item as a memory with `worldId` = the namespace's first label and no `entityId`, which its README does not say: a forget by `entityId` leaves it (a forget by `worldId` of that label would take it)",
+    "`CairnStore` keeps an item as a memory with `worldId` = the namespace's first label and no `entityId`: a forget by `entityId` or `resourceId` leaves it (its README now says so: `forget({ worldId })` of that label takes it)",
 };
 
 interface Scan {
