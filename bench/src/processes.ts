@@ -3,9 +3,14 @@ import { type ChildProcess, spawn } from 'node:child_process';
 /**
  * Starts one Node process per argument list on `script`, waits until each has printed
  * "ready", sends them all "go" at once, and resolves with the JSON line each prints last
- * (rejecting when one exits with an error).
+ * (rejecting when one exits with an error). `whileRunning`, when given, runs once they
+ * have all been sent "go", and may send each of them a line of its own.
  */
-export async function runProcesses<R>(script: string, argLists: string[][]): Promise<R[]> {
+export async function runProcesses<R>(
+  script: string,
+  argLists: string[][],
+  whileRunning?: (send: (line: string) => void) => Promise<void>,
+): Promise<R[]> {
   const children: ChildProcess[] = [];
   const results: Promise<R>[] = [];
   const ready: Promise<void>[] = [];
@@ -48,5 +53,16 @@ export async function runProcesses<R>(script: string, argLists: string[][]): Pro
     throw e;
   }
   for (const c of children) c.stdin!.write('go\n');
+  if (whileRunning) {
+    try {
+      await whileRunning((line) => {
+        for (const c of children) c.stdin!.write(`${line}\n`);
+      });
+    } catch (e) {
+      for (const c of children) c.kill();
+      await Promise.allSettled(results);
+      throw e;
+    }
+  }
   return Promise.all(results);
 }
