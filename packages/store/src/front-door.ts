@@ -574,10 +574,7 @@ function threadKeys(t: Thread, idGiven: boolean): TombstoneKey[] {
  * cached embeddings of their content hashes that no remaining memory has. Returns what
  * it deleted.
  */
-async function forgetMemories(
-  s: DriverSession,
-  filter: DriverMemoryFilter,
-): Promise<ForgetCounts> {
+async function forgetMemories(s: DriverSession, filter: DriverMemoryFilter): Promise<ForgetCounts> {
   const page = noCounts();
   const batch = await s.listMemories(filter, FORGET_MEMORY_PAGE, 'oldest');
   if (batch.length === 0) return page;
