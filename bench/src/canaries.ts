@@ -8,8 +8,9 @@
  * - `@cairn/memory`: `remember({ entityId: user })`, `ingestDocument({ entityId: user })`;
  * - `@cairn/ai-sdk`: `saveChat({ chatId, messages, resourceId: user })`;
  * - `@cairn/openai-agents`: `new CairnSession({ sessionId, resourceId: user })`;
- * - `@cairn/langgraph`: `CairnSaver` keyed by `thread_id` only (it takes no user), and
- *   `CairnStore` items under the namespace `[user, 'memories']` (LangGraph's usual layout).
+ * - `@cairn/langgraph`: `CairnSaver` with `resourceId: (config) => config.configurable?.user_id`
+ *   and runs given `{ thread_id, user_id }`, and `CairnStore` items under the namespace
+ *   `[user, 'memories']` (LangGraph's usual layout: their `worldId` is the user).
  */
 import { randomBytes } from 'node:crypto';
 import { createChatStore } from '@cairn/ai-sdk';
@@ -102,7 +103,11 @@ function chatGraph(store: Store) {
     }))
     .addEdge(START, 'agent')
     .addEdge('agent', END)
-    .compile({ checkpointer: new CairnSaver(store) });
+    .compile({
+      checkpointer: new CairnSaver(store, {
+        resourceId: (config) => config.configurable?.user_id as string | undefined,
+      }),
+    });
 }
 
 /**
@@ -196,7 +201,7 @@ export class Writers {
       case 'langgraph-checkpoint':
         await this.#graph.invoke(
           { messages: [new HumanMessage(text)] },
-          { configurable: { thread_id: ids.langgraph } },
+          { configurable: { thread_id: ids.langgraph, user_id: user } },
         );
         return;
       case 'langgraph-store':

@@ -1,6 +1,6 @@
 /**
  * The canary audit of issue 29: unique strings planted for every user through every
- * package, `store.forget({ resourceId, entityId })` of one user while worker processes
+ * package, `store.forget({ resourceId, entityId, worldId })` of one user while worker processes
  * write for other users and for that user, then the store searched for that user's
  * canaries everywhere (every table by SQL, the raw SQLite file and WAL, a `pg_dump`, the
  * keyword index, the embedding cache), every late write's outcome counted, and every other
@@ -55,16 +55,11 @@ const QUIET = 2;
 const VICTIM = 0;
 
 /**
- * What a forget by `{ resourceId, entityId }` cannot reach, and why: the audit reports
+ * What a forget by `{ resourceId, entityId, worldId }` cannot reach, and why: the audit reports
  * these kinds' counts and does not fail on them; it fails when one is reached after all
  * (the gap is closed: take it off this list).
  */
-const GAPS: Partial<Record<Kind, string>> = {
-  'langgraph-checkpoint':
-    '`CairnSaver` creates its threads with no `resourceId` (only `thread_id` reaches it), so a forget by resource never finds them; late checkpoint writes for the user succeed',
-  'langgraph-store':
-    "`CairnStore` keeps an item as a memory with `worldId` = the namespace's first label and no `entityId`: a forget by `entityId` or `resourceId` leaves it (its README now says so: `forget({ worldId })` of that label takes it)",
-};
+const GAPS: Partial<Record<Kind, string>> = {};
 
 interface Scan {
   /** Canaries of the forgotten user found, by kind. */
@@ -444,7 +439,9 @@ async function scenario(
       async (send) => {
         await new Promise((r) => setTimeout(r, 2000)); // the workers are writing
         const f0 = performance.now();
-        receipt = await store.forget({ resourceId: userId(VICTIM), entityId: userId(VICTIM) });
+        // The user's threads, memories about them, and LangGraph store items under their label.
+        const user = userId(VICTIM);
+        receipt = await store.forget({ resourceId: user, entityId: user, worldId: user });
         forgetMs = performance.now() - f0;
         send('forgotten');
       },
@@ -642,7 +639,7 @@ const suite: Suite = {
     const sections = runs.map(
       (f) => `### ${f.label}
 
-Forget of one user (\`{ resourceId, entityId }\`) in ${f.forgetMs.toFixed(0)} ms while ${PROCESSES} processes wrote; receipt: ${Object.entries(
+Forget of one user (\`{ resourceId, entityId, worldId }\`) in ${f.forgetMs.toFixed(0)} ms while ${PROCESSES} processes wrote; receipt: ${Object.entries(
         f.receipt.counts,
       )
         .filter(([, n]) => n > 0)
@@ -676,7 +673,7 @@ ${
 
 ${sections.join('\n\n')}
 
-Gaps (a forget by \`{ resourceId, entityId }\` cannot reach them; the audit counts them and fails once one is closed so that it comes off this list):
+Gaps (a forget by \`{ resourceId, entityId, worldId }\` cannot reach them; the audit counts them and fails once one is closed so that it comes off this list):
 ${Object.entries(GAPS)
   .map(([k, why]) => `- ${k}: ${why}.`)
   .join('\n')}
