@@ -44,6 +44,7 @@ function memories(n: number, dims: number, seed: number, from = 0): NewMemory[] 
       agentId: i % 7 === 0 ? 'other' : 'a',
       roomId: ROOMS[i % 4]!,
       content: { text: `memory ${i}` },
+      metadata: { path: ['p', String(i % 3)] },
       embedding: next(),
     };
   });
@@ -115,7 +116,12 @@ describe('approximate vector search (sign-bit candidates, exact rescoring)', {
     let total = 0;
     for (let i = 0; i < 20; i++) {
       const vector = queries();
-      for (const filter of [undefined, { roomId: 'r1' }, { agentId: 'a', roomId: 'r3' }]) {
+      for (const filter of [
+        undefined,
+        { roomId: 'r1' },
+        { agentId: 'a', roomId: 'r3' },
+        { metadataPrefix: { path: ['p', '2'] } },
+      ]) {
         const got = await s.approximate.searchMemories({ vector, limit: 10, filter });
         const truth = await s.exact.searchMemories({ vector, limit: 10, filter });
         // The filter holds and the limit is filled; scores are the exact ones.
@@ -123,6 +129,7 @@ describe('approximate vector search (sign-bit candidates, exact rescoring)', {
         for (const h of got) {
           if (filter?.roomId) expect(h.memory.roomId).toBe(filter.roomId);
           if (filter?.agentId) expect(h.memory.agentId).toBe(filter.agentId);
+          if (filter?.metadataPrefix) expect(h.memory.metadata.path).toEqual(['p', '2']);
         }
         const exactScore = new Map(truth.map((h) => [h.memory.id, h.score]));
         for (const h of got)
@@ -183,6 +190,13 @@ describe('approximate vector search (sign-bit candidates, exact rescoring)', {
       { id: 'late', agentId: 'a', content: { text: 'late' }, embedding: vector },
     ]);
     expect((await ids(s.approximate, { vector, limit: 1 }))[0]).toBe('late');
+    // Forgotten (an entity's memories) through the other connection: gone here too.
+    await s.approximate.addMemories([
+      { id: 'secret', agentId: 'a', entityId: 'e1', content: { text: 's' }, embedding: vector },
+    ]);
+    expect(await ids(s.approximate, { vector, limit: 2 })).toContain('secret');
+    await s.exact.forget({ entityId: 'e1' });
+    expect(await ids(s.approximate, { vector, limit: 10 })).not.toContain('secret');
     await s.close();
   });
 
