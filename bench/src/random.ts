@@ -23,10 +23,17 @@ export function rng(seed: number): () => number {
  * made one at a time so a million need not be held at once. The same seed gives the
  * same sequence.
  */
-export function clusteredVectors(seed: number, dims: number, topics = 200): () => number[] {
-  const r = rng(seed);
+export function clusteredVectors(
+  seed: number,
+  dims: number,
+  topics = 200,
+  /** Draws around the same centres from another stream (more queries, say). */
+  drawSeed?: number,
+): () => number[] {
+  let r = rng(seed);
   const gauss = () => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
   const centers = Array.from({ length: topics }, () => Array.from({ length: dims }, gauss));
+  if (drawSeed !== undefined) r = rng(drawSeed);
   return () => {
     const c = centers[Math.floor(r() * centers.length)]!;
     return c.map((x) => x + gauss() * 0.9);

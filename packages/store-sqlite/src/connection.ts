@@ -5,6 +5,7 @@ import { AsyncLock } from '@cairn/core';
 import { asCairnError, lockTimeout } from '@cairn/store/adapter';
 import Database from 'better-sqlite3';
 import * as sqliteVec from 'sqlite-vec';
+import { CodeIndex } from './code-index.js';
 import { readSchemaVersion, runMigrations, SCHEMA_VERSION, schemaTooNew } from './migrations.js';
 import type { SqliteDatabase, SqliteStatement } from './sqlite-driver.js';
 
@@ -20,6 +21,8 @@ export class Connection {
   readonly db: SqliteDatabase;
   /** Calls run one at a time: a transaction holds this across its awaits. */
   readonly lock = new AsyncLock();
+  /** The file's vector codes, as this process last read them (approximate vector search). */
+  readonly codes = new CodeIndex();
   readonly #owns: boolean;
   readonly #key: string | SqliteDatabase;
   #refs = 0;
@@ -63,6 +66,7 @@ export class Connection {
     if (typeof this.#key === 'string') byPath.delete(this.#key);
     else byDatabase.delete(this.#key);
     this.#statements.clear();
+    this.codes.reset();
     if (this.#owns && this.db.open) this.db.close();
   }
 }

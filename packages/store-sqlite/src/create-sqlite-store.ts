@@ -34,10 +34,23 @@ export interface SqliteStoreOptions {
    * encryption with the same keyring: without it, sealed rows are refused.
    */
   encryption?: EncryptionOptions;
+  /**
+   * `auto` (default): approximate vector search (`capabilities.vectorSearch` is
+   * `approximate`): each memory's vector has a sign-bit code, a scan of the codes by Hamming
+   * distance picks candidates, and those are scored exactly; a filter that admits too few of
+   * them falls back to the exact scan of the rows it admits. `exact`: always the exact scan.
+   * Stores on one file may differ: open a second one with `exact` for exact answers.
+   */
+  vectorSearch?: 'auto' | 'exact';
 }
 
 const SOURCE_KEYS = ['path', 'database'];
-const OPTION_KEYS = keysOf<SqliteStoreOptions>()(['synchronous', 'busyTimeoutMs', 'encryption']);
+const OPTION_KEYS = keysOf<SqliteStoreOptions>()([
+  'synchronous',
+  'busyTimeoutMs',
+  'encryption',
+  'vectorSearch',
+]);
 const inOptions = Object.fromEntries(
   OPTION_KEYS.map((k) => [k, `${k} is an option: createSqliteStore({ path }, { ${k} })`]),
 );
@@ -75,6 +88,10 @@ export function createSqliteStore(
     'NORMAL',
     'FULL',
   ] as const);
+  const vectorSearch = checkOneOf('vectorSearch', options.vectorSearch ?? 'auto', [
+    'auto',
+    'exact',
+  ] as const);
   if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
     throw invalidArgument(
       `busyTimeoutMs must be an integer >= 0, got ${JSON.stringify(busyTimeoutMs)}`,
@@ -96,5 +113,5 @@ export function createSqliteStore(
       ? {}
       : { encryption: checkEncryptionOptions(options.encryption) };
   const conn = connect(source, { synchronous, openTimeoutMs: busyTimeoutMs });
-  return createStore(new SqliteDriver(conn, busyTimeoutMs), encryption);
+  return createStore(new SqliteDriver(conn, busyTimeoutMs, vectorSearch), encryption);
 }

@@ -1,6 +1,14 @@
 import { backfillJumps, schemaTooNew as tooNew } from '@cairn/store/adapter';
 import type { SqliteDatabase } from './sqlite-driver.js';
 
+/**
+ * The sign-bit code of a float32 vector blob: sqlite-vec's `vec_quantize_binary` (bit i of
+ * byte j is dimension 8j + i, set when it is > 0), which takes whole bytes, so a width
+ * that is not a multiple of 8 is padded with zeros (clear bits).
+ */
+const CODE_OF = (e: string) =>
+  `vec_quantize_binary(CASE WHEN length(${e}) % 32 = 0 THEN ${e} ELSE unhex(hex(${e}) || hex(zeroblob(32 - length(${e}) % 32))) END)`;
+
 /** A step: SQL, or SQL and then work SQL cannot do. */
 type Migration = string | { sql: string; run: (db: SqliteDatabase) => void };
 
@@ -272,6 +280,38 @@ export const MIGRATIONS: readonly Migration[] = [
   ALTER TABLE cairn_memories ADD COLUMN branch_message_id TEXT;
   CREATE INDEX cairn_memories_branch ON cairn_memories (branch_thread_id, branch_message_id)
     WHERE branch_thread_id IS NOT NULL;
+  `,
+  // 11: sign-bit codes of the embeddings (sqlite-vec's binary quantization, one bit per
+  // dimension, padded to a whole byte), kept in step by triggers, for the approximate
+  // vector search's candidate scan. Every change to a memory's vector appends a row with a
+  // new \`n\` (its code, or NULL when the vector or the memory is gone) and drops the rows
+  // before it for that memory, so a process's copy catches up by reading the rows after the
+  // last \`n\` it saw (see CodeIndex).
+  `
+  CREATE TABLE cairn_memory_codes (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER NOT NULL,
+    code BLOB
+  );
+  CREATE INDEX cairn_memory_codes_seq ON cairn_memory_codes (seq);
+  INSERT INTO cairn_memory_codes (seq, code)
+    SELECT seq, ${CODE_OF('embedding')} FROM cairn_memories
+     WHERE length(embedding) > 0 ORDER BY seq;
+  CREATE TRIGGER cairn_memory_codes_insert AFTER INSERT ON cairn_memories
+    WHEN length(new.embedding) > 0 BEGIN
+    INSERT INTO cairn_memory_codes (seq, code) VALUES (new.seq, ${CODE_OF('new.embedding')});
+  END;
+  CREATE TRIGGER cairn_memory_codes_update AFTER UPDATE OF embedding ON cairn_memories
+    WHEN new.embedding IS NOT old.embedding BEGIN
+    DELETE FROM cairn_memory_codes WHERE seq = old.seq;
+    INSERT INTO cairn_memory_codes (seq, code) VALUES (new.seq,
+      CASE WHEN length(new.embedding) > 0 THEN ${CODE_OF('new.embedding')} END);
+  END;
+  CREATE TRIGGER cairn_memory_codes_delete AFTER DELETE ON cairn_memories
+    WHEN old.embedding IS NOT NULL BEGIN
+    DELETE FROM cairn_memory_codes WHERE seq = old.seq;
+    INSERT INTO cairn_memory_codes (seq, code) VALUES (old.seq, NULL);
+  END;
   `,
 ];
 

@@ -23,5 +23,6 @@ export interface SqliteStatement {
   run(...params: unknown[]): SqliteRunResult;
   get(...params: unknown[]): unknown;
   all(...params: unknown[]): unknown[];
+  iterate(...params: unknown[]): IterableIterator<unknown>;
   raw(toggle?: boolean): SqliteStatement;
 }

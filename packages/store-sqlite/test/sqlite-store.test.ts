@@ -26,9 +26,9 @@ async function code(call: () => Promise<unknown> | unknown): Promise<string> {
 describe('opening', () => {
   it('reports its capabilities: durable and multi-process on a file, neither in memory', async () => {
     const file = createSqliteStore({ path: tempPath() });
-    const mem = createSqliteStore({ path: ':memory:' });
+    const mem = createSqliteStore({ path: ':memory:' }, { vectorSearch: 'exact' });
     expect(file.capabilities).toEqual({
-      vectorSearch: 'exact',
+      vectorSearch: 'approximate',
       notifications: 'process',
       multiProcess: true,
       durable: true,

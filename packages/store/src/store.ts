@@ -23,7 +23,12 @@ import type {
  * on a store's name.
  */
 export interface StoreCapabilities {
-  /** `exact`: brute-force cosine, results equal a reference scan. `approximate`: an ANN index. */
+  /**
+   * `exact`: brute-force cosine, results equal a reference scan. `approximate`: an index
+   * chooses the candidates (an ANN index, or compact codes of the vectors), so a hit may be
+   * missed; every hit returned meets the filter and carries its exact score. A store that
+   * can be approximate takes `vectorSearch: 'exact'` when it is opened, for exact answers.
+   */
   vectorSearch: 'exact' | 'approximate';
   /** `process`: `subscribe` hears changes made through this store instance's process.
    * `cluster`: it also hears changes made by other processes and machines. */
