@@ -1,38 +1,12 @@
 // A LangGraph turn puts a checkpoint, then its tasks' writes and the next checkpoint while the
 // one before is being stored: CairnSaver stores what queues behind a transaction in the next
 // one, a namespace's records in one state commit, and reads back what MemorySaver does.
-import { AIMessage, HumanMessage } from '@langchain/core/messages';
-import {
-  Annotation,
-  type BaseCheckpointSaver,
-  END,
-  MemorySaver,
-  MessagesAnnotation,
-  START,
-  StateGraph,
-} from '@langchain/langgraph';
+import { HumanMessage } from '@langchain/core/messages';
+import { MemorySaver } from '@langchain/langgraph';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CairnSaver } from '../src/index.js';
 import { closePglite, removeTempDirs, storeKinds } from './stores.js';
-
-const State = Annotation.Root({
-  ...MessagesAnnotation.spec,
-  counter: Annotation<number>({ reducer: (a, b) => a + b, default: () => 0 }),
-  last: Annotation<string>(),
-});
-
-/** The input and three nodes: four checkpoints and four tasks' writes a turn. */
-function turnGraph(checkpointer: BaseCheckpointSaver) {
-  return new StateGraph(State)
-    .addNode('count', () => ({ counter: 1 }))
-    .addNode('note', (s) => ({ last: `turn ${s.counter}` }))
-    .addNode('agent', (s) => ({ messages: [new AIMessage(`reply to ${s.messages.length}`)] }))
-    .addEdge(START, 'count')
-    .addEdge('count', 'note')
-    .addEdge('note', 'agent')
-    .addEdge('agent', END)
-    .compile({ checkpointer });
-}
+import { turnGraph } from './turn-graph.js';
 
 const config = { configurable: { thread_id: 't' } };
 const turn = (graph: ReturnType<typeof turnGraph>, i: number) =>

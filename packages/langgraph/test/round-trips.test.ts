@@ -11,18 +11,12 @@ import {
   postgresTestSkip,
   roundTrips,
 } from '@cairn/store-postgres/testing';
-import { AIMessage, HumanMessage } from '@langchain/core/messages';
-import {
-  Annotation,
-  type BaseCheckpointSaver,
-  END,
-  MessagesAnnotation,
-  START,
-  StateGraph,
-} from '@langchain/langgraph';
+import { HumanMessage } from '@langchain/core/messages';
+import type { BaseCheckpointSaver } from '@langchain/langgraph';
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CairnSaver } from '../src/index.js';
+import { turnGraph } from './turn-graph.js';
 
 // The pg the Postgres store uses (not a dependency of this package).
 const storePostgres = createRequire(import.meta.url).resolve('@cairn/store-postgres');
@@ -32,24 +26,6 @@ const pg = createRequire(storePostgres)('pg') as {
     max: number;
   }) => ConstructorParameters<typeof PostgresSaver>[0];
 };
-
-const State = Annotation.Root({
-  ...MessagesAnnotation.spec,
-  counter: Annotation<number>({ reducer: (a, b) => a + b, default: () => 0 }),
-  last: Annotation<string>(),
-});
-
-function turnGraph(checkpointer: BaseCheckpointSaver) {
-  return new StateGraph(State)
-    .addNode('count', () => ({ counter: 1 }))
-    .addNode('note', (s) => ({ last: `turn ${s.counter}` }))
-    .addNode('agent', (s) => ({ messages: [new AIMessage(`reply to ${s.messages.length}`)] }))
-    .addEdge(START, 'count')
-    .addEdge('count', 'note')
-    .addEdge('note', 'agent')
-    .addEdge('agent', END)
-    .compile({ checkpointer });
-}
 
 /** Round trips of a thread's second turn (its first made the thread). */
 async function secondTurn(store: Store, saver: BaseCheckpointSaver): Promise<number> {
