@@ -221,13 +221,25 @@ export class Writers {
   }
 }
 
-/** How a write ended: written, refused as forgotten, or another error (its message). */
-export async function outcome(fn: () => Promise<unknown>): Promise<'ok' | 'forgotten' | string> {
+/**
+ * How a write for `user` ended: written, refused as forgotten, refused because the read it
+ * made first found the user's data key destroyed by a forget running meanwhile (a store
+ * with encryption: `DECRYPTION_FAILED` naming the user's tenant), or another error.
+ */
+export async function outcome(
+  fn: () => Promise<unknown>,
+  user: string,
+): Promise<'ok' | 'forgotten' | 'keyDestroyed' | string> {
   try {
     await fn();
     return 'ok';
   } catch (e) {
     if (isCairnError(e, 'FORGOTTEN')) return 'forgotten';
+    if (
+      isCairnError(e, 'DECRYPTION_FAILED') &&
+      ['resource', 'entity', 'world'].some((k) => e.details.tenant === `${k}:${user}`)
+    )
+      return 'keyDestroyed';
     return e instanceof Error
       ? `${(e as { code?: string }).code ?? e.name}: ${e.message}`
       : String(e);

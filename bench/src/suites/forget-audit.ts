@@ -593,7 +593,7 @@ function failures(f: Figures): string[] {
   }
   for (const [kind, o] of Object.entries(f.during)) {
     if (gap(kind)) continue;
-    const bad = sum(o) - (o.forgotten ?? 0) - (o.ok ?? 0);
+    const bad = sum(o) - (o.forgotten ?? 0) - (o.keyDestroyed ?? 0) - (o.ok ?? 0);
     if (bad > 0)
       out.push(`${bad} ${kind} writes during the forget failed otherwise: ${JSON.stringify(o)}`);
   }
@@ -634,7 +634,7 @@ const suite: Suite = {
       if (f.refused[kind]) return 'refused on a sealed store';
       const late = f.late[kind] ?? {};
       const during = f.during[kind] ?? {};
-      return `${f.planted[kind]} | ${f.tables.victim[kind] ?? 0} | ${f.raw ? (f.raw.victim[kind] ?? 0) : 'n/a'} | ${sum(late)} / ${late.ok ?? 0} / ${late.forgotten ?? 0} | ${during.ok ?? 0} / ${during.forgotten ?? 0} / ${sum(during) - (during.ok ?? 0) - (during.forgotten ?? 0)}`;
+      return `${f.planted[kind]} | ${f.tables.victim[kind] ?? 0} | ${f.raw ? (f.raw.victim[kind] ?? 0) : 'n/a'} | ${sum(late)} / ${late.ok ?? 0} / ${late.forgotten ?? 0} | ${during.ok ?? 0} / ${during.forgotten ?? 0} / ${during.keyDestroyed ?? 0} / ${sum(during) - (during.ok ?? 0) - (during.forgotten ?? 0) - (during.keyDestroyed ?? 0)}`;
     };
     const sections = runs.map(
       (f) => `### ${f.label}
@@ -646,7 +646,7 @@ Forget of one user (\`{ resourceId, entityId, worldId }\`) in ${f.forgetMs.toFix
         .map(([k, n]) => `${k} ${n}`)
         .join(', ')}. Step after it: ${f.step}.
 
-| package write | forgotten user's canaries planted | left in the tables (SQL, ${f.tables.tables} tables) | left in the ${f.rawName} | late writes / succeeded / FORGOTTEN | writes during the forget: ok / FORGOTTEN / other |
+| package write | forgotten user's canaries planted | left in the tables (SQL, ${f.tables.tables} tables) | left in the ${f.rawName} | late writes / succeeded / FORGOTTEN | writes during the forget: ok / FORGOTTEN / data key destroyed / other |
 | --- | ---: | ---: | ---: | ---: | ---: |
 ${KINDS.map((k) => `| ${k}${k in GAPS ? ' (gap, below)' : ''} | ${cell(k, f)} |`).join('\n')}
 
@@ -669,7 +669,7 @@ ${
           : ''
       }`,
     );
-    const markdown = `${CANARIES} canaries per user (${QUIET + PROCESSES + 1} users) planted through every package, ${PROCESSES} worker processes, ${LATE} late writes for the forgotten user after \`forget\` returned (each carrying ${PER_WRITE} new canaries), \`pnpm bench -- --only forget-audit\`${quick ? ' with FORGET_AUDIT_QUICK=1' : ''}.
+    const markdown = `${CANARIES} canaries per user (${QUIET + PROCESSES + 1} users) planted through every package, ${PROCESSES} worker processes, ${LATE} late writes for the forgotten user after \`forget\` returned (each carrying ${PER_WRITE} new canaries), \`pnpm bench -- --only forget-audit\`${quick ? ' with FORGET_AUDIT_QUICK=1' : ''}. A write for the user racing the forget ends written, FORGOTTEN, or, on a store with encryption, \`DECRYPTION_FAILED\` naming the user's tenant when the read it makes first finds the data key the forget destroyed (refused either way: nothing is written).
 
 ${sections.join('\n\n')}
 

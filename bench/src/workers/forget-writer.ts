@@ -82,11 +82,11 @@ async function step(phase: Tally) {
   i++;
   const sent = words(config.victim, kind);
   result.victimCanaries.push(...sent);
-  count(phase, kind, await outcome(() => writers.write(kind, victim, tag, sent)));
+  count(phase, kind, await outcome(() => writers.write(kind, victim, tag, sent), victim));
   count(
     result.own,
     ownKind,
-    await outcome(() => writers.write(ownKind, own, tag, words(config.user, ownKind))),
+    await outcome(() => writers.write(ownKind, own, tag, words(config.user, ownKind)), own),
   );
 }
 

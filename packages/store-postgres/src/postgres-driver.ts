@@ -3,6 +3,7 @@ import type { StoreCapabilities } from '@cairn/store';
 import {
   type Driver,
   type DriverSession,
+  goneMeanwhile,
   lockTimeout,
   type SessionOptions,
   takenMeanwhile,
@@ -94,7 +95,12 @@ export class PostgresDriver implements Driver {
   /** A unique violation is another writer taking the same id between check and insert. */
   translateError(error: unknown): CairnError | undefined {
     if (sqlState(error) === '55P03') return lockTimeout(error);
-    const { constraint } = error as { constraint?: string };
+    const { constraint, detail } = error as { constraint?: string; detail?: string };
+    if (sqlState(error) === '23503') {
+      // `Key (thread_id)=(…) is not present in table "threads".`: a row deleted meanwhile.
+      const m = /^Key \((\w+)\)=\((.*)\) is not present/.exec(detail ?? '');
+      return goneMeanwhile(error, m?.[1], m?.[2]);
+    }
     return sqlState(error) === '23505' ? takenMeanwhile(error, { constraint }) : undefined;
   }
 

@@ -3,6 +3,7 @@ import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
+import { type DriverConnection, PostgresDriver } from '../src/postgres-driver.js';
 import { describeServer, dropSchema, freshSchema, POSTGRES_URL } from './support.js';
 
 /** The call's failure, which must be a CairnError UNAVAILABLE carrying the driver's error. */
@@ -69,5 +70,31 @@ describe('driver failures on PGlite are UNAVAILABLE', () => {
     await unavailable(store.addMemories([{ agentId: 'a', content: { text: 'x' } }]));
     await unavailable(store.transaction((tx) => tx.getThread(thread.id)));
     await store.close();
+  });
+});
+
+describe('a row a write refers to, deleted meanwhile by another connection', () => {
+  it('is NOT_FOUND naming the thread (the front door then tells a forgotten one), not UNAVAILABLE', () => {
+    // What pg hands over when a branch is inserted for a thread deleted since it was checked.
+    const error = Object.assign(
+      new Error(
+        'insert or update on table "branches" violates foreign key constraint "branches_thread_id_fkey"',
+      ),
+      {
+        code: '23503',
+        constraint: 'branches_thread_id_fkey',
+        detail: 'Key (thread_id)=(t-1) is not present in table "threads".',
+      },
+    );
+    const driver = new PostgresDriver({} as DriverConnection);
+    const e = driver.translateError(error);
+    expect(isCairnError(e, 'NOT_FOUND')).toBe(true);
+    expect(e!.details).toEqual({ threadId: 't-1' });
+    expect(e!.cause).toBe(error);
+    const other = driver.translateError(
+      Object.assign(new Error('fk'), { code: '23503', detail: 'Key (x)=(1) is not present' }),
+    );
+    expect(isCairnError(other, 'NOT_FOUND')).toBe(true);
+    expect(other!.details).toEqual({});
   });
 });

@@ -33,7 +33,14 @@ export {
   type Tenant,
   type TenantKind,
 } from './encryption.js';
-export { asCairnError, checkOneOf, lockTimeout, schemaTooNew, takenMeanwhile } from './failures.js';
+export {
+  asCairnError,
+  checkOneOf,
+  goneMeanwhile,
+  lockTimeout,
+  schemaTooNew,
+  takenMeanwhile,
+} from './failures.js';
 export { type CreateStoreOptions, createStore } from './front-door.js';
 export { memoryDriver } from './memory-driver.js';
 export {

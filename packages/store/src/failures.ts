@@ -27,6 +27,22 @@ export function takenMeanwhile(cause: unknown, details?: Record<string, unknown>
 }
 
 /**
+ * `NOT_FOUND` for a row a write refers to that another writer deleted between the front
+ * door's check and the write (a foreign key the database refused): `column` and `value`
+ * name it, as `threadId` or `branchId` in the details when it is one of those, so that the
+ * front door can tell a forgotten one (`FORGOTTEN`). The driver's error is the `cause`.
+ */
+export function goneMeanwhile(cause: unknown, column?: string, value?: string): CairnError {
+  const field = { thread_id: 'threadId', branch_id: 'branchId' }[column ?? ''];
+  const what = column && value !== undefined ? ` (${column} ${JSON.stringify(value)})` : '';
+  return new CairnError(
+    'NOT_FOUND',
+    `a row this write refers to${what} was deleted meanwhile; nothing was stored`,
+    { cause, ...(field && value !== undefined ? { details: { [field]: value } } : {}) },
+  );
+}
+
+/**
  * `SCHEMA_TOO_NEW`: `where` (a file, a schema) was migrated by a newer version of `pkg`
  * than this one, which supports versions up to `supported`. Nothing is changed.
  */
