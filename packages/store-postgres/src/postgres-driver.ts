@@ -3,6 +3,7 @@ import type { StoreCapabilities } from '@cairn/store';
 import {
   type Driver,
   type DriverSession,
+  deadlocked,
   goneMeanwhile,
   lockTimeout,
   type SessionOptions,
@@ -95,6 +96,7 @@ export class PostgresDriver implements Driver {
   /** A unique violation is another writer taking the same id between check and insert. */
   translateError(error: unknown): CairnError | undefined {
     if (sqlState(error) === '55P03') return lockTimeout(error);
+    if (sqlState(error) === '40P01') return deadlocked(error);
     const { constraint, detail } = error as { constraint?: string; detail?: string };
     if (sqlState(error) === '23503') {
       // `Key (thread_id)=(…) is not present in table "threads".`: a row deleted meanwhile.

@@ -97,4 +97,12 @@ describe('a row a write refers to, deleted meanwhile by another connection', () 
     expect(isCairnError(other, 'NOT_FOUND')).toBe(true);
     expect(other!.details).toEqual({});
   });
+
+  it('a transaction rolled back to break a deadlock is CONFLICT (safe to try again), not UNAVAILABLE', () => {
+    const error = Object.assign(new Error('deadlock detected'), { code: '40P01' });
+    const e = new PostgresDriver({} as DriverConnection).translateError(error);
+    expect(isCairnError(e, 'CONFLICT')).toBe(true);
+    expect(e!.details).toEqual({ reason: 'deadlock' });
+    expect(e!.cause).toBe(error);
+  });
 });

@@ -36,6 +36,7 @@ export {
 export {
   asCairnError,
   checkOneOf,
+  deadlocked,
   goneMeanwhile,
   lockTimeout,
   schemaTooNew,

@@ -27,6 +27,16 @@ export function takenMeanwhile(cause: unknown, details?: Record<string, unknown>
 }
 
 /**
+ * `CONFLICT` for a transaction the database rolled back to break a deadlock with another
+ * (two writers taking the same rows in different orders): nothing of it was written, and
+ * trying again is safe. The driver's error is the `cause`.
+ */
+export function deadlocked(cause: unknown): CairnError {
+  const message = 'a deadlock with another transaction rolled this one back; nothing was stored';
+  return new CairnError('CONFLICT', message, { cause, details: { reason: 'deadlock' } });
+}
+
+/**
  * `NOT_FOUND` for a row a write refers to that another writer deleted between the front
  * door's check and the write (a foreign key the database refused): `column` and `value`
  * name it, as `threadId` or `branchId` in the details when it is one of those, so that the

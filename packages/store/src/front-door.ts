@@ -520,6 +520,8 @@ function chunks<T>(items: T[], size: number): T[][] {
 
 /** Threads `forget` deletes per transaction: each with everything under it. */
 const FORGET_THREAD_PAGE = 20;
+/** How often `forget` tries a page of threads that a concurrent writer's locks rolled back. */
+const FORGET_TRIES = 5;
 /** Memories `forget` deletes per transaction. */
 const FORGET_MEMORY_PAGE = 200;
 
@@ -1738,11 +1740,20 @@ class FrontDoor implements Store {
     const counts = noCounts();
     counts.dataKeys = await this.#shred(subjectTombstones(checked, at));
     if (resourceId !== undefined)
-      for (;;) {
-        const page = await this.#write(
-          (s, touch) => this.#forgetThreads(s, touch, resourceId, at),
-          false,
-        );
+      for (let tries = 1; ; tries++) {
+        let page: ForgetCounts;
+        try {
+          page = await this.#write(
+            (s, touch) => this.#forgetThreads(s, touch, resourceId, at),
+            false,
+          );
+        } catch (e) {
+          // A writer finishing a turn took the same rows in another order (a deadlock the
+          // database broke by rolling this page back): the page is done again.
+          if (isCairnError(e, 'CONFLICT') && tries < FORGET_TRIES) continue;
+          throw e;
+        }
+        tries = 0;
         if (page.threads === 0) break;
         addCounts(counts, page);
       }
