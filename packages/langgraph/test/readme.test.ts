@@ -2,6 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import ts from 'typescript';
 import { afterAll, expect, it } from 'vitest';
 import { removeTempDirs, tempDir } from './stores.js';
 
@@ -40,8 +41,12 @@ it("runs the README's schema migration example as written and prints what it say
   const section = readme.split("## Change the state's shape: versions and migrations\n")[1]!;
   const code = section.split('```ts\n')[1]!.split('```')[0]!;
   const printed = section.split('It prints:\n\n```\n')[1]!.split('```')[0]!;
+  // TypeScript (the state's annotations are typed): its types stripped, as tsx would.
+  const js = ts.transpileModule(code, {
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+  }).outputText;
   const file = join(root, `.readme-schema-${process.pid}.mjs`);
-  writeFileSync(file, code);
+  writeFileSync(file, js);
   try {
     expect(execFileSync(process.execPath, [file], { encoding: 'utf8' })).toBe(printed);
   } finally {
