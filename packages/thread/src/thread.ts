@@ -557,7 +557,12 @@ export class CairnThread<S extends StateSchema<any>> {
         onConflict: async (e, { final }) => {
           if (e.details.branchId !== branchId) throw e;
           const fresh = await this.#store.getBranchById(this.#branch.id);
-          if (!fresh) throw notFound('branch', this.#branch.id);
+          if (!fresh) {
+            // Deleted meanwhile, or forgotten: a write on it makes the store say which
+            // (NOT_FOUND, or FORGOTTEN with the forget's tombstone).
+            await onBranch(this.#store);
+            throw notFound('branch', this.#branch.id);
+          }
           if (final) {
             this.#setHead(fresh);
             throw new CairnError(

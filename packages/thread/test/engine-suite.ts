@@ -273,6 +273,31 @@ export function describeThreadEngine(
         expect(texts(await a.history())).toEqual(['A1', 'A2', 'B1']);
       });
 
+      it('a save that lost a race, its user forgotten before it tries again, is FORGOTTEN', async () => {
+        const resourceId = `user-${Date.now()}-${Math.random()}`;
+        const a = await open({ resourceId });
+        await say(a, 'A1');
+        let hook: (() => Promise<unknown>) | null = null;
+        const b = await openThread(
+          beforeSave(store, () => hook?.()),
+          { schema: Research, threadId: a.id },
+        );
+        a.add({ role: 'user', data: 'A2' });
+        b.add({ role: 'user', data: 'B1' });
+        // B's first write loses to A's; then, before B tries again, the user is forgotten.
+        hook = async () => {
+          hook = null;
+          await a.save();
+          const getBranchById = store.getBranchById.bind(store);
+          vi.spyOn(store, 'getBranchById').mockImplementationOnce(async (id) => {
+            await store.forget({ resourceId });
+            return getBranchById(id);
+          });
+        };
+        expect(await code(b.save())).toBe('FORGOTTEN');
+        vi.restoreAllMocks();
+      });
+
       it('saving an edit of a stored message makes a new branch from its parent with a new id', async () => {
         const t = await open();
         const [m1, m2, m3] = await say(t, 'q1', 'a1', 'q2');
