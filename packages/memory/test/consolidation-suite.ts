@@ -4,7 +4,7 @@
  */
 import { isCairnError, type Memory } from '@cairn/core';
 import type { Store } from '@cairn/store';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   type CandidateGroup,
   type ConsolidationRule,
@@ -12,7 +12,7 @@ import {
   createMemory,
   defaultConsolidationRule,
 } from '../src/index.js';
-import { rejects } from './helpers.js';
+import { freshStores, rejects } from './helpers.js';
 
 export interface ConsolidationFactory {
   /** A fresh, empty store. */
@@ -35,15 +35,7 @@ function gate() {
 
 export function describeConsolidationSuite(name: string, factory: ConsolidationFactory) {
   describe(`consolidation on ${name}`, { timeout: factory.timeoutMs ?? 5000 }, () => {
-    const open: Store[] = [];
-    const newStore = async () => {
-      const s = await factory.create();
-      open.push(s);
-      return s;
-    };
-    afterEach(async () => {
-      while (open.length) await open.pop()!.close();
-    });
+    const newStore = freshStores(factory.create);
     const current = (store: Store, agentId: string) =>
       store
         .listMemories({ agentId, validAt: Date.now() }, { limit: 1000, order: 'oldest' })
@@ -261,7 +253,7 @@ export function describeConsolidationSuite(name: string, factory: ConsolidationF
 
     it('runs one pass per scope across store instances: another runner finds ran: false', async () => {
       const [s1, s2] = factory.twins ? await factory.twins() : [await newStore(), undefined];
-      if (factory.twins) open.push(s1, s2!);
+      if (factory.twins) newStore.keep(s1, s2!);
       const here = createMemory({ store: s1, agentId: 'a' });
       const there = createMemory({ store: s2 ?? s1, agentId: 'a' });
       await here.remember({ text: 'Ada likes tea', entityId: 'ada' });

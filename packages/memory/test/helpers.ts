@@ -1,5 +1,7 @@
 import { canSee, isCairnError, type Memory, type Viewer } from '@cairn/core';
+import type { Store } from '@cairn/store';
 import { Rng } from '@cairn/store/testing';
+import { afterEach } from 'vitest';
 import type { Embedder } from '../src/index.js';
 import { hashingEmbedder } from '../src/index.js';
 
@@ -125,4 +127,21 @@ export function factScript(n: number, revisions: number, seed = 28): FactScript[
       }),
     };
   });
+}
+
+/**
+ * Inside a `describe`: a new store from `create` per call, each closed after its test, and
+ * `keep(...stores)` for stores made otherwise that must be closed the same way.
+ */
+export function freshStores(create: () => Promise<Store>) {
+  const open: Store[] = [];
+  afterEach(async () => {
+    while (open.length) await open.pop()!.close();
+  });
+  const newStore = async () => {
+    const s = await create();
+    open.push(s);
+    return s;
+  };
+  return Object.assign(newStore, { keep: (...stores: Store[]) => open.push(...stores) });
 }

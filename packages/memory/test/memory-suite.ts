@@ -11,7 +11,7 @@ import {
   type Viewer,
 } from '@cairn/core';
 import { contentHash, MAX_MEMORY_TEXT_LENGTH, type Store } from '@cairn/store';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   chunkText,
   createMemory,
@@ -25,6 +25,7 @@ import {
   countingEmbedder,
   factScript,
   failingEmbedder,
+  freshStores,
   rejects,
   rng,
 } from './helpers.js';
@@ -40,15 +41,7 @@ const MODES: RecallMode[] = ['hybrid', 'vector', 'keyword'];
 
 export function describeMemorySuite(name: string, factory: StoreFactory) {
   describe(`@cairn/memory on ${name}`, { timeout: factory.timeoutMs ?? 5000 }, () => {
-    const open: Store[] = [];
-    const newStore = async () => {
-      const s = await factory.create();
-      open.push(s);
-      return s;
-    };
-    afterEach(async () => {
-      while (open.length) await open.pop()!.close();
-    });
+    const newStore = freshStores(factory.create);
 
     it('remembers privately by default, even with a room: another agent in the room sees nothing', async () => {
       const store = await newStore();
