@@ -500,8 +500,18 @@ class SealedCalls {
     });
   }
   async #openMessages(ms: Message[]): Promise<Message[]> {
-    await this.#keysFor(ms.map((m) => m.data));
-    for (const m of ms) m.data = this.#open('message', m.id, messageIdentity(m), m.data);
+    // A chain read again opens from the cache: only the rest need their tenants' keys.
+    const rest: Message[] = [];
+    for (const m of ms) {
+      const known = isEnvelope(m.data)
+        ? this.sealer.reopen(m.data[SEALED], messageIdentity(m), this.#keyOf)
+        : undefined;
+      if (known) m.data = known.value;
+      else rest.push(m);
+    }
+    if (rest.length === 0) return ms;
+    await this.#keysFor(rest.map((m) => m.data));
+    for (const m of rest) m.data = this.#open('message', m.id, messageIdentity(m), m.data);
     return ms;
   }
 
