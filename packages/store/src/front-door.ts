@@ -135,6 +135,7 @@ import {
   normalizeNewMemories,
   normalizeNewMessages,
   planClose,
+  planMemoryUpdate,
   planEntryPut,
   planLeaseAcquire,
   planLeaseRelease,
@@ -1396,16 +1397,25 @@ class FrontDoor implements Store {
     this.#open();
     checkId(id, 'memory id');
     const p = checkMemoryPatch(patch);
+    // The newest version of a closed version's fact: the one to update instead, if open.
+    const newest = async (s: DriverSession, m: Memory | null) =>
+      m && m.supersededAt !== null
+        ? ((await s.listMemories({ lineageIds: [m.lineageId] }, 1, 'newest'))[0] ?? null)
+        : null;
     return this.#write(async (s) => {
       const current = await s.getMemory(id);
-      if (!current) throw notFound('memory', id);
+      planMemoryUpdate(id, current, await newest(s, current));
       if (p.embedding) await this.#fitVector(s, p.embedding, 'embedding');
       const next: Memory = { ...current };
       if (p.content !== undefined) next.content = p.content;
       if (p.contentHash !== undefined) next.contentHash = p.contentHash;
       if (p.metadata !== undefined) next.metadata = p.metadata;
       if (p.embedding !== undefined) next.embedding = p.embedding;
-      return s.replaceMemory(next);
+      const stored = await s.replaceMemory(next);
+      // A concurrent session may have closed it since the read: decide again on what is
+      // stored (throwing rolls the edit back).
+      planMemoryUpdate(id, stored, await newest(s, stored));
+      return stored;
     });
   }
 

@@ -716,6 +716,19 @@ export interface Store {
   /** Stores a batch atomically. Vectors must match the store's embedding width. */
   addMemories(memories: NewMemory[]): Promise<Memory[]>;
   getMemory(id: string): Promise<Memory | null>;
+  /**
+   * Edits a current version in place (its text, hash, metadata or embedding; its place in
+   * time stays). `NOT_FOUND` when there is no memory `id`; `CONFLICT` when `supersedeMemory`
+   * or `closeMemory` (a consolidation pass among them) closed it: a closed version is history
+   * and stays as it was. The error names the current version of the fact to update instead
+   * (`details.currentId`, null when the fact has none), and nothing is written.
+   *
+   * @example
+   * ```ts
+   * await store.updateMemory(moved.id, { metadata: { checked: true } });
+   * await store.updateMemory(city.id, { metadata: {} }); // CONFLICT: details.currentId === moved.id
+   * ```
+   */
   updateMemory(id: string, patch: MemoryPatch): Promise<Memory>;
   /**
    * Records a new version of a fact, atomically: the version `id` is closed (its `validTo`
