@@ -1908,12 +1908,14 @@ class FrontDoor implements Store {
       freed: { threads: 0, branches: 0, stateCommits: 0, turns: 0, messages: 0, checkpoints: 0 },
     };
     const lease = { key: SWEEP_LEASE_KEY, owner: o.owner, ttlMs: o.leaseTtlMs };
-    try {
-      await this.acquireLease(lease);
-    } catch (e) {
-      if (isCairnError(e) && e.code === 'CONFLICT') return report;
-      throw e;
-    }
+    // A dry run writes nothing: it needs no lease, and takes none from a sweeper.
+    if (!o.dryRun)
+      try {
+        await this.acquireLease(lease);
+      } catch (e) {
+        if (isCairnError(e) && e.code === 'CONFLICT') return report;
+        throw e;
+      }
     report.ran = true;
     try {
       const pages = o.threadIds ? chunks(o.threadIds, o.batch) : this.#threadPages(o.batch);
@@ -1921,6 +1923,7 @@ class FrontDoor implements Store {
       let renewedAt = performance.now();
       const renew = async () => {
         renewedAt = performance.now();
+        if (o.dryRun) return true;
         return this.renewLease(lease.key, lease.owner, lease.ttlMs).then(
           () => true,
           (e: unknown) => {
@@ -1933,8 +1936,10 @@ class FrontDoor implements Store {
         for (const id of ids) {
           await this.#waitForQueuedSessions(o.leaseTtlMs / 4);
           const started = performance.now();
-          const done = await this.#write((s, touch) =>
-            this.#sweepThread(s, touch, id, rules),
+          const sweepThread = (s: DriverSession, touch: Touch) =>
+            this.#sweepThread(s, touch, id, rules);
+          const done = await (
+            o.dryRun ? this.#rolledBack(sweepThread) : this.#write(sweepThread)
           ).catch((e: unknown) => {
             // A branch locked longer than the store waits is in use: the thread is busy.
             if (!isCairnError(e, 'TIMEOUT')) throw e;
@@ -1960,9 +1965,33 @@ class FrontDoor implements Store {
         if (!(await renew())) break;
       }
     } finally {
-      await this.releaseLease(lease.key, lease.owner).catch(() => undefined);
+      if (!o.dryRun) await this.releaseLease(lease.key, lease.owner).catch(() => undefined);
     }
     return report;
+  }
+
+  /**
+   * Runs `fn` in a write session of its own, as `#write` does, and rolls the session back:
+   * what `fn` decides and counts, with nothing kept and nobody notified.
+   */
+  async #rolledBack<T>(fn: (s: DriverSession, touch: Touch) => Promise<T>): Promise<T> {
+    const d = this.#d;
+    const undo = new Error('rolled back');
+    let result!: T;
+    await d.gate.shared(async () => {
+      try {
+        await d.driver.run(
+          async (s) => {
+            result = await fn(d.seal(s), () => {});
+            throw undo;
+          },
+          { write: true },
+        );
+      } catch (e) {
+        if (e !== undo) throw d.translate(e);
+      }
+    });
+    return result;
   }
 
   /**

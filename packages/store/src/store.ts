@@ -499,6 +499,12 @@ export interface SweepOptions {
    * this store queue for a connection (a full pool). Default 0.1; 1 never rests.
    */
   dutyCycle?: number;
+  /**
+   * Decide as a sweep would, delete nothing: each thread's transaction runs the same rules
+   * and is rolled back, so `freed` counts what a sweep would have freed at that moment.
+   * Takes no sweep lease (it writes nothing), so it runs beside a sweep. Default false.
+   */
+  dryRun?: boolean;
 }
 
 /** What `Store.sweep` did. */
