@@ -56,6 +56,7 @@ import type {
   EntryListener,
   EntrySelector,
   ForgetCounts,
+  ForgetListener,
   ForgetReceipt,
   ForgetSubject,
   LatestCommitQuery,
@@ -222,6 +223,8 @@ class Door {
   encode(changes: Change[]): string[] {
     return changes.map((c) => {
       if (c.kind === 'lease') return JSON.stringify({ o: this.origin, k: 'lease', l: c.key });
+      if (c.kind === 'forget')
+        return JSON.stringify({ o: this.origin, k: 'forget', s: c.notice.subject, a: c.notice.at });
       if (c.kind === 'entry') {
         const { collection, id, group, version } = c.entry;
         return JSON.stringify({
@@ -342,6 +345,13 @@ function decodeChange(payload: string): { origin: string; change: Change } | nul
     }
     if (typeof p.o === 'string' && p.k === 'lease' && typeof p.l === 'string')
       return { origin: p.o, change: { kind: 'lease', key: p.l } };
+    if (typeof p.o === 'string' && p.k === 'forget' && typeof p.a === 'number') {
+      const given = (p.s ?? {}) as Record<string, unknown>;
+      const subject: ForgetSubject = {};
+      for (const k of ['resourceId', 'entityId', 'worldId'] as const)
+        if (typeof given[k] === 'string') subject[k] = given[k];
+      return { origin: p.o, change: { kind: 'forget', notice: { subject, at: p.a } } };
+    }
     if (typeof p.o !== 'string' || typeof p.t !== 'string' || typeof p.k !== 'string') return null;
     const change = { threadId: p.t, kind: p.k as StoreChange['kind'] } as StoreChange;
     if (typeof p.b === 'string') change.branchId = p.b;
@@ -1786,7 +1796,17 @@ class FrontDoor implements Store {
           throw d.translate(e);
         }
       });
+    await this.#forgotten(checked, at);
     return { subject: checked, counts, at };
+  }
+
+  /**
+   * Tells `subscribeForgets` listeners that the subject's data is gone: this store's and
+   * those sharing its database in this process before it returns, and other processes'
+   * where the driver publishes (a session of its own, so the notice leaves on commit).
+   */
+  async #forgotten(subject: ForgetSubject, at: number): Promise<void> {
+    await this.#write(async (_s, touch) => touch({ kind: 'forget', notice: { subject, at } }), false);
   }
 
   /** The subject's tombstones, written with its data keys destroyed; returns how many keys. */
@@ -1816,7 +1836,11 @@ class FrontDoor implements Store {
     this.#sealer('destroyDataKeys');
     if (this.#tx)
       throw invalidArgument('destroyDataKeys: call it on the store, not inside transaction()');
-    return this.#shred(subjectTombstones(checkForgetSubject(subject), this.#d.now()));
+    const checked = checkForgetSubject(subject);
+    const at = this.#d.now();
+    const destroyed = await this.#shred(subjectTombstones(checked, at));
+    await this.#forgotten(checked, at);
+    return destroyed;
   }
 
   async rotateDataKeys(): Promise<{ rewrapped: number }> {
@@ -2211,6 +2235,14 @@ class FrontDoor implements Store {
       throw invalidArgument('subscribe expects a listener function');
     this.#d.listen();
     return this.#d.emitter.subscribe(threadId, listener);
+  }
+
+  subscribeForgets(listener: ForgetListener): () => void {
+    this.#open();
+    if (typeof listener !== 'function')
+      throw invalidArgument('subscribeForgets expects a listener function');
+    this.#d.listen();
+    return this.#d.emitter.subscribeForgets(listener);
   }
 
   async migrate(): Promise<void> {

@@ -426,6 +426,17 @@ export interface ForgetSubject {
   worldId?: string;
 }
 
+/**
+ * What `subscribeForgets` hears: a `forget` (or `destroyDataKeys`) of `subject` that began
+ * at `at` has finished, so none of the subject's data can be read from the store any more.
+ */
+export interface ForgetNotice {
+  subject: ForgetSubject;
+  at: number;
+}
+
+export type ForgetListener = (notice: ForgetNotice) => void;
+
 /** How many of each kind `forget` deleted. */
 export interface ForgetCounts {
   threads: number;
@@ -940,6 +951,23 @@ export interface Store {
   transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T>;
   /** Listens for changes to one thread; returns the function that stops listening. */
   subscribe(threadId: string, listener: StoreListener): () => void;
+  /**
+   * Listens for forgets: `listener` is called once each `forget` or `destroyDataKeys` has
+   * finished (its data deleted, or its keys destroyed), before that call returns when it
+   * ran through this store or another store sharing its database in this process. What
+   * holds data read from the store before (a cache of composed context, see
+   * `@cairn/compose`'s `store` option) drops it here. Where `capabilities.notifications`
+   * is `cluster` (a Postgres server) it also hears other processes' forgets, moments after
+   * they finish (not while the store's listening connection is down: it reconnects after a
+   * second, and forgets meanwhile go unheard); where it is `process`, another process's
+   * forget is not heard. Returns the function that stops listening.
+   *
+   * @example
+   * ```ts
+   * const stop = store.subscribeForgets(({ subject }) => cache.clear());
+   * ```
+   */
+  subscribeForgets(listener: ForgetListener): () => void;
   /** Brings the schema up to date (also run when the store opens). Idempotent. */
   migrate(): Promise<void>;
   /**
