@@ -1806,7 +1806,10 @@ class FrontDoor implements Store {
    * where the driver publishes (a session of its own, so the notice leaves on commit).
    */
   async #forgotten(subject: ForgetSubject, at: number): Promise<void> {
-    await this.#write(async (_s, touch) => touch({ kind: 'forget', notice: { subject, at } }), false);
+    await this.#write(
+      async (_s, touch) => touch({ kind: 'forget', notice: { subject, at } }),
+      false,
+    );
   }
 
   /** The subject's tombstones, written with its data keys destroyed; returns how many keys. */
@@ -1962,8 +1965,9 @@ class FrontDoor implements Store {
           const started = performance.now();
           const sweepThread = (s: DriverSession, touch: Touch) =>
             this.#sweepThread(s, touch, id, rules);
-          const done = await (
-            o.dryRun ? this.#rolledBack(sweepThread) : this.#write(sweepThread)
+          const done = await (o.dryRun
+            ? this.#rolledBack(sweepThread)
+            : this.#write(sweepThread)
           ).catch((e: unknown) => {
             // A branch locked longer than the store waits is in use: the thread is busy.
             if (!isCairnError(e, 'TIMEOUT')) throw e;
