@@ -322,8 +322,11 @@ interface Figures {
   probeAfter: { asked: number; hits: number; cached: number };
   /** Postgres: canaries in the raw pages of every relation, after the forget and after the VACUUM step. */
   pages: { before: Scan & { pages: number }; after: Scan & { pages: number } } | null;
-  /** The forgotten user's canaries in a composition of its thread, before and after the forget. */
-  composed: { before: number; after: number };
+  /**
+   * The forgotten user's canaries in a composition of its thread, before and after the
+   * forget, by a composer given the store; after it, by one without (the control).
+   */
+  composed: { before: number; after: number; unhearing: number };
   apiLeft: { threads: number; memories: number };
   during: Tally;
   late: Tally;
@@ -404,24 +407,29 @@ async function scenario(
     const probeBefore = encrypted
       ? { asked: 0, hits: 0, cached: 0 }
       : await probeIndexes(store, victimCanaries, hashes);
-    // A composer in this process, its cache keyed as the compose README shows (message id,
-    // the thread's state version), filled before the forget and asked again after it.
+    // Two composers in this process, their caches keyed as the compose README shows (message
+    // id, the thread's state version), filled before the forget and asked again after it:
+    // one given the store (it hears the forget), one without it (the control: what a cache
+    // that hears nothing serves).
     const held = await writers.thread(userId(VICTIM), 'plant');
-    const composer = createComposer<{ id: string }>({
-      providers: [
-        {
-          name: 'HISTORY',
-          get: async () => ({
-            text: (await store.getChain(held.head!)).map((m) => JSON.stringify(m.data)).join('\n'),
-          }),
-        },
-      ],
-    });
-    const composeVictim = async () =>
-      canariesIn(
-        (await composer.compose({ id: held.head! }, { version: String(held.stateVersion) })).text,
-      ).length;
-    const composed = { before: await composeVictim(), after: 0 };
+    const providers = [
+      {
+        name: 'HISTORY',
+        get: async () => ({
+          text: (await store.getChain(held.head!)).map((m) => JSON.stringify(m.data)).join('\n'),
+        }),
+      },
+    ];
+    const composer = createComposer<{ id: string }>({ providers, store });
+    const unhearing = createComposer<{ id: string }>({ providers });
+    const composeVictim = async (c: typeof composer) =>
+      canariesIn((await c.compose({ id: held.head! }, { version: String(held.stateVersion) })).text)
+        .length;
+    const composed = {
+      before: await composeVictim(composer),
+      after: 0,
+      unhearing: await composeVictim(unhearing),
+    };
     const configs: WriterConfig[] = Array.from({ length: PROCESSES }, (_, w) => ({
       target,
       encrypted,
@@ -446,7 +454,9 @@ async function scenario(
         send('forgotten');
       },
     );
-    composed.after = await composeVictim();
+    composed.after = await composeVictim(composer);
+    composed.unhearing = await composeVictim(unhearing);
+    composer.close();
     const during: Tally = {};
     const late: Tally = {};
     const own: Tally = {};
@@ -611,8 +621,14 @@ function failures(f: Figures): string[] {
   // The control: without encryption the scans must see the other users' canaries.
   if (!f.sealedBefore && f.tables.others === 0) out.push('the table scan found no canary at all');
   if (f.composed.before === 0) out.push('the composition probe saw no canary before the forget');
-  if (f.composed.after === 0)
-    out.push('the composition cache gap is closed: take it off the report');
+  if (f.composed.after > 0)
+    out.push(
+      `${f.composed.after} canaries of the forgotten user in a composition after the forget (composer given the store)`,
+    );
+  if (f.composed.unhearing === 0)
+    out.push(
+      'the control composer (no store) served no canary after the forget: it proves nothing',
+    );
   for (const kind of Object.keys(GAPS))
     if (f.kinds.includes(kind as Kind) && !(f.tables.victim[kind] ?? 0) && !(f.late[kind]?.ok ?? 0))
       out.push(`${kind} is listed as a gap but was forgotten: take it off GAPS`);
@@ -678,7 +694,8 @@ ${Object.entries(GAPS)
   .map(([k, why]) => `- ${k}: ${why}.`)
   .join('\n')}
 ${[...new Set(runs.flatMap((f) => Object.entries(f.refused).map(([k, why]) => `- ${k} on an encrypted store: refused when planting (${why}).`)))].join('\n')}
-- \`@cairn/compose\` stores nothing in the store; its cache lives in the process, keyed by message id and the caller's \`version\`. Keyed as its README shows (\`version: thread.stateVersion\` of a \`CairnThread\` the process holds), a composition of the forgotten user's thread is served from the cache after the forget: ${runs.map((f) => `${f.label}: ${f.composed.after} of ${f.composed.before} canaries`).join('; ')}. Neither the composer nor the held thread hears of a forget (nor of another process's writes): the cache must be cleared, or the version taken from the store, by the application.
+
+Composed context: \`@cairn/compose\` (in the process's cache, keyed by message id and the caller's \`version\` as its README shows: \`version: thread.stateVersion\` of a \`CairnThread\` the process holds): a composer given the store (\`createComposer({ store })\`) served ${runs.map((f) => `${f.label}: ${f.composed.after} of ${f.composed.before} canaries`).join('; ')} after the forget; the control, a composer without it, ${runs.map((f) => `${f.composed.unhearing}`).join(' / ')} (what a cache that hears no forget serves). Another process's forget reaches such a cache on a Postgres server by LISTEN/NOTIFY; on a SQLite file it does not (\`cache.ttlMs\` bounds it: see the compose README).
 
 ${problems.length === 0 ? 'Every count as required.' : `**Failed:**\n${problems.map((p) => `- ${p}`).join('\n')}`}`;
     if (problems.length > 0) {

@@ -322,7 +322,10 @@ export const COMMANDS: Record<string, Command> = {
         type: 'string',
         description: 'the share of the time the sweep works, above 0 and at most 1 (default 0.1)',
       },
-      'dry-run': { type: 'boolean', description: 'only count old turns and inactive threads' },
+      'dry-run': {
+        type: 'boolean',
+        description: 'say what the sweep would delete, by the same rules, deleting nothing',
+      },
     },
     help: DB_HELP,
     run: ([db], v, io) => {

@@ -92,7 +92,7 @@ describe.each(kinds)('prune and inspect on %s', (kind) => {
     const dry = await cairn([...args, '--dry-run']);
     expect([dry.code, dry.stdout]).toEqual([
       0,
-      'would delete 1 turns and 1 threads (dry run: nothing deleted)\n',
+      'would delete 1 turns and 1 threads (threads left alone: 2 in use; dry run: nothing deleted)\n',
     ]);
     const real = await cairn(args);
     // The thread with a running turn and the one with a live run are in use.
@@ -170,6 +170,12 @@ describe.each(kinds)('prune and inspect on %s', (kind) => {
     const held = await cairn([...args, '--duty-cycle', '1']);
     expect(held.code).toBe(1);
     expect(held.stderr).toContain('another sweep holds the lease cairn:sweep');
+    // A dry run says what a prune would free by the sweep's own rules, and needs no lease.
+    const dry = await cairn([...args, '--duty-cycle', '1', '--dry-run']);
+    expect([dry.code, dry.stdout]).toEqual([
+      0,
+      'would delete 9 state commits and 1 branches (threads left alone: 2 in use; dry run: nothing deleted)\n',
+    ]);
     await store.releaseLease('cairn:sweep', 'other');
     await store.close();
     const real = await cairn([...args, '--duty-cycle', '1']);
@@ -181,8 +187,11 @@ describe.each(kinds)('prune and inspect on %s', (kind) => {
     const shown = (await cairn(['show', db.arg, id])).stdout;
     expect(shown).toContain('main');
     expect(shown).not.toContain('side');
-    const dry = await cairn([...args, '--dry-run']);
-    expect(dry.code).toBe(2);
+    // Nothing is left to free: the dry run says so too.
+    const again = await cairn([...args, '--duty-cycle', '1', '--dry-run']);
+    expect(again.stdout).toBe(
+      'would delete 0 state commits and 0 branches (threads left alone: 2 in use; dry run: nothing deleted)\n',
+    );
     const bad = await cairn([...args, '--duty-cycle', '2']);
     expect([bad.code, bad.stderr.includes('--duty-cycle takes a number above 0')]).toEqual([
       2,

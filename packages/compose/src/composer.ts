@@ -59,8 +59,24 @@ export const COMPOSER_DEFAULTS = Object.freeze({
   timeoutMs: 5000,
 });
 
+/**
+ * What the composer needs of a store to hear its forgets: a Cairn `Store` has it
+ * (`subscribeForgets`). Declared here by shape, so the composer depends on no store.
+ */
+export interface ForgetSource {
+  subscribeForgets(listener: () => void): () => void;
+}
+
 export interface ComposerOptions<M extends ComposeMessage = ComposeMessage, S = unknown> {
   providers?: Iterable<Provider<M, S>>;
+  /**
+   * The store the providers read. Each `store.forget` (or `destroyDataKeys`) empties the
+   * composer's caches, so that no composition holding the forgotten subject's data is
+   * served afterwards: in this process before `forget` returns; from another process as
+   * far as the store hears it (see `Store.subscribeForgets`; bound the rest with
+   * `cache.ttlMs`). `close()` stops listening.
+   */
+  store?: ForgetSource;
   /**
    * The composition cache: at most `max` entries (LRU), each living at most `ttlMs`.
    * Default `{ max: 1000 }` with no ttl.
@@ -173,6 +189,10 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
   #hits = 0;
   #misses = 0;
   #joined = 0;
+  /** Bumped by `clear()`: a computation that began before it caches nothing. */
+  #epoch = 0;
+  #unsubscribe: (() => void) | null = null;
+  #closed = false;
 
   constructor(options: ComposerOptions<M, S> = {}) {
     if (typeof options !== 'object' || options === null) {
@@ -184,8 +204,20 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
     checkKeys(
       options,
       'createComposer options',
-      keysOf<ComposerOptions>()(['providers', 'cache', 'timeoutMs']),
+      keysOf<ComposerOptions>()(['providers', 'cache', 'timeoutMs', 'store']),
     );
+    const store = options.store;
+    if (
+      store !== undefined &&
+      (typeof store !== 'object' ||
+        store === null ||
+        typeof (store as Partial<ForgetSource>).subscribeForgets !== 'function')
+    ) {
+      throw new CairnError(
+        'INVALID_ARGUMENT',
+        'store must be a Cairn store (an object with subscribeForgets)',
+      );
+    }
     this.#timeoutMs = checkBudget(options.timeoutMs ?? COMPOSER_DEFAULTS.timeoutMs, 'timeoutMs');
     const cache = (options.cache ?? COMPOSER_DEFAULTS.cache) as
       | { max?: unknown; ttlMs?: unknown }
@@ -221,6 +253,7 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
     }
     for (const p of initial) this.#add(p);
     this.#reorder();
+    if (store !== undefined) this.#unsubscribe = store.subscribeForgets(() => this.clear());
   }
 
   /**
@@ -243,6 +276,7 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
    * ```
    */
   async compose(message: M, options: ComposeOptions<S> = {}): Promise<Composed> {
+    if (this.#closed) throw new CairnError('CLOSED', 'this composer is closed');
     if (
       typeof message !== 'object' ||
       message === null ||
@@ -289,13 +323,17 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
       }
     }
     this.#misses++;
-    const run = this.#run(message, selected, options.state, version, skipCache).then((composed) => {
-      // A composition with a failed provider is not cached, so the next call retries it;
-      // nor is one whose providers were unregistered or replaced while it ran.
-      if (composed.diagnostics.length === 0 && this.#current(tokens))
-        this.#cache.set(key, { composed, tokens });
-      return composed;
-    });
+    const epoch = this.#epoch;
+    const run = this.#run(message, selected, options.state, version, skipCache, epoch).then(
+      (composed) => {
+        // A composition with a failed provider is not cached, so the next call retries it;
+        // nor is one whose providers were unregistered or replaced while it ran, nor one
+        // that began before the caches were cleared (it may hold what a forget deleted).
+        if (composed.diagnostics.length === 0 && this.#current(tokens) && this.#epoch === epoch)
+          this.#cache.set(key, { composed, tokens });
+        return composed;
+      },
+    );
     this.#inflight.set(key, run);
     try {
       return await run;
@@ -351,6 +389,37 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
       if (key.startsWith(prefix)) staleResults.push(key);
     for (const key of staleResults) this.#providerCache.delete(key);
     return true;
+  }
+
+  /**
+   * Empties the composition cache and every provider's cached results. A composition
+   * running now still answers its callers but caches nothing, and later calls do not join
+   * it: from here on every composition is computed afresh. With the `store` option, each
+   * forget of the store calls this.
+   *
+   * @example
+   * ```ts
+   * await store.forget({ resourceId: 'user-1' }); // with createComposer({ store }), done already
+   * composer.clear();
+   * ```
+   */
+  clear(): void {
+    this.#epoch++;
+    this.#cache.clear();
+    this.#providerCache.clear();
+    this.#inflight.clear();
+  }
+
+  /**
+   * Stops hearing the store's forgets and empties the caches; `compose` is `CLOSED`
+   * afterwards. Closing again does nothing.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#unsubscribe?.();
+    this.#unsubscribe = null;
+    this.clear();
   }
 
   /** The registered providers, in composition order (position, then name). */
@@ -423,6 +492,7 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
     state: S | undefined,
     version: string | number | undefined,
     skipCache: boolean,
+    epoch: number,
   ): Promise<Composed> {
     return new Promise<Composed>((resolve, reject) => {
       const count = selected.length;
@@ -510,7 +580,11 @@ export class Composer<M extends ComposeMessage = ComposeMessage, S = unknown> {
             finish(i, { kind: 'error', error, durationMs: performance.now() - started });
             return;
           }
-          if (cacheKey !== undefined && this.#registry.get(provider.name) === reg) {
+          if (
+            cacheKey !== undefined &&
+            this.#registry.get(provider.name) === reg &&
+            this.#epoch === epoch
+          ) {
             this.#providerCache.set(cacheKey, result, { ttl: provider.cache!.ttlMs });
           }
           finish(i, { kind: 'ok', result });

@@ -13,6 +13,7 @@ export {
   type ComposerOptions,
   type ComposerStats,
   createComposer,
+  type ForgetSource,
   type ProviderDiagnostic,
 } from './composer.js';
 export { type RenderTemplateOptions, renderTemplate } from './render-template.js';

@@ -273,3 +273,86 @@ describe('per-provider cache', () => {
     expect(p.calls).toHaveLength(2);
   });
 });
+
+describe('forgets: the store option and clear()', () => {
+  /** A store's forget notices, as `Store.subscribeForgets` gives them. */
+  function forgetSource() {
+    const listeners = new Set<() => void>();
+    return {
+      subscribeForgets(listener: () => void) {
+        listeners.add(listener);
+        return () => {
+          listeners.delete(listener);
+        };
+      },
+      forget: () => {
+        for (const l of [...listeners]) l();
+      },
+      listeners,
+    };
+  }
+
+  it('empties both caches on every forget of the store, so the next compose reads again', async () => {
+    const store = forgetSource();
+    let text = 'user-1 likes tea';
+    const p = counting('p', () => ({ text }));
+    const own = counting('own', () => ({ text: `own: ${text}` }), { cache: { ttlMs: 60_000 } });
+    const composer = createComposer({ providers: [p, own], store });
+    expect((await composer.compose(msg('m1'), { version: 1 })).text).toContain('tea');
+    expect((await composer.compose(msg('m1'), { version: 1 })).text).toContain('tea');
+    expect(composer.stats).toMatchObject({ hits: 1, size: 1 });
+    text = 'nothing';
+    store.forget();
+    expect(composer.stats.size).toBe(0);
+    const after = await composer.compose(msg('m1'), { version: 1 });
+    expect(after.text).toBe('own: nothing\nnothing');
+    expect(p.calls).toHaveLength(2);
+    expect(own.calls).toHaveLength(2);
+  });
+
+  it('caches nothing a composition read before a forget, and later calls do not join it', async () => {
+    const store = forgetSource();
+    const gate = deferred();
+    let text = 'user-1 likes tea';
+    const p = counting(
+      'slow',
+      async () => {
+        const read = text;
+        await gate.promise;
+        return { text: read };
+      },
+      { cache: { ttlMs: 60_000 } },
+    );
+    const composer = createComposer({ providers: [p], store });
+    const running = composer.compose(msg('m1'));
+    await sleep(0);
+    text = 'nothing';
+    store.forget();
+    const later = composer.compose(msg('m1'));
+    gate.resolve();
+    // The call that began before the forget gets what it read; nothing keeps it.
+    expect((await running).text).toBe('user-1 likes tea');
+    expect((await later).text).toBe('nothing');
+    expect((await composer.compose(msg('m1'))).text).toBe('nothing');
+    expect(composer.stats.joined).toBe(0);
+    expect(p.calls).toHaveLength(2);
+  });
+
+  it('clear() does the same by hand; close() stops listening, and compose is CLOSED after', async () => {
+    const store = forgetSource();
+    const p = counting('p', { text: 'p' });
+    const composer = createComposer({ providers: [p], store });
+    await composer.compose(msg('m1'));
+    composer.clear();
+    await composer.compose(msg('m1'));
+    expect(p.calls).toHaveLength(2);
+    expect(store.listeners.size).toBe(1);
+    composer.close();
+    composer.close();
+    expect(store.listeners.size).toBe(0);
+    await expect(composer.compose(msg('m1'))).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(() => createComposer({ store: {} as never })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
+  });
+});

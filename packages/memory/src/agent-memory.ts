@@ -904,6 +904,9 @@ export class AgentMemory {
       const current = await this.#store.getMemory(id);
       if (!current)
         throw new CairnError('NOT_FOUND', `no memory ${JSON.stringify(id)}`, { details: { id } });
+      // A closed version is history: the store refuses it (naming the current version)
+      // before anything is embedded.
+      if (current.supersededAt !== null) return this.#store.updateMemory(id, {});
       if (text !== undefined && current.type === 'document') {
         throw invalid(
           `memory ${JSON.stringify(id)} is a document: forget it and ingest the new text instead of updating it`,

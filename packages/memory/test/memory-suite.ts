@@ -3,6 +3,7 @@
  * the same answers through the Store contract.
  */
 import {
+  type CairnError,
   canSee,
   isCairnError,
   MEMORY_SCOPES,
@@ -586,6 +587,25 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
       expect(memory.version).toBe(versions.at(-1));
       expect(isCairnError(await rejects(memory.update(m.id, { text: 'x' })), 'NOT_FOUND')).toBe(
         true,
+      );
+    });
+
+    it('update refuses a superseded version, naming the current one, before embedding anything', async () => {
+      const store = await newStore();
+      const embedder = countingEmbedder(hashingEmbedder({ dimensions: 64 }));
+      const memory = createMemory({ store, agentId: 'a', embedder });
+      const old = await memory.remember({ text: 'Ada lives in Paris' });
+      const next = await memory.supersede(old.id, { text: 'Ada lives in Berlin' });
+      const calls = embedder.calls.length;
+      const version = memory.version;
+      const e = await rejects(memory.update(old.id, { text: 'Ada lives in Rome' }));
+      expect(isCairnError(e, 'CONFLICT')).toBe(true);
+      expect((e as CairnError).details).toMatchObject({ id: old.id, currentId: next.id });
+      expect(embedder.calls.length).toBe(calls);
+      expect(memory.version).toBe(version);
+      expect((await memory.get(old.id))!.content.text).toBe('Ada lives in Paris');
+      expect((await memory.update(next.id, { text: 'Ada lives in Rome' })).content.text).toBe(
+        'Ada lives in Rome',
       );
     });
 

@@ -1,4 +1,11 @@
-import type { EntryChange, EntryListener, StoreChange, StoreListener } from './store.js';
+import type {
+  EntryChange,
+  EntryListener,
+  ForgetListener,
+  ForgetNotice,
+  StoreChange,
+  StoreListener,
+} from './store.js';
 
 /** A change to an entry, as the front door collects it beside a thread's changes. */
 export interface EntryNotice {
@@ -12,8 +19,14 @@ export interface LeaseNotice {
   key: string;
 }
 
-/** What a write session tells listeners about: a thread's change, an entry's, a lease's. */
-export type Change = StoreChange | EntryNotice | LeaseNotice;
+/** A forget has deleted a subject's data (or destroyed its data keys). */
+export interface ForgetChange {
+  kind: 'forget';
+  notice: ForgetNotice;
+}
+
+/** What a write session tells listeners about: a thread's change, an entry's, a lease's, a forget. */
+export type Change = StoreChange | EntryNotice | LeaseNotice | ForgetChange;
 
 /** Calls each listener of a set; one that throws does not stop the others. */
 function callEach<T>(set: Set<(value: T) => void> | undefined, value: T): void {
@@ -51,6 +64,7 @@ export class ChangeEmitter {
   #threads = new Map<string, Set<StoreListener>>();
   #collections = new Map<string, Set<EntryListener>>();
   #leases = new Map<string, Set<() => void>>();
+  #forgets = new Set<ForgetListener>();
 
   subscribe(threadId: string, listener: StoreListener): () => void {
     return addTo(this.#threads, threadId, listener);
@@ -65,8 +79,17 @@ export class ChangeEmitter {
     return addTo(this.#leases, key, listener);
   }
 
+  /** Hears every forget (in this process, or any where notifications reach). */
+  subscribeForgets(listener: ForgetListener): () => void {
+    this.#forgets.add(listener);
+    return () => {
+      this.#forgets.delete(listener);
+    };
+  }
+
   emit(change: Change): void {
-    if (change.kind === 'entry')
+    if (change.kind === 'forget') callEach(this.#forgets, change.notice);
+    else if (change.kind === 'entry')
       callEach(this.#collections.get(change.entry.collection), change.entry);
     else if (change.kind === 'lease') callEach(this.#leases.get(change.key), undefined);
     else callEach(this.#threads.get(change.threadId), change);
@@ -76,5 +99,6 @@ export class ChangeEmitter {
     this.#threads.clear();
     this.#collections.clear();
     this.#leases.clear();
+    this.#forgets.clear();
   }
 }

@@ -56,6 +56,7 @@ import type {
   EntryListener,
   EntrySelector,
   ForgetCounts,
+  ForgetListener,
   ForgetReceipt,
   ForgetSubject,
   LatestCommitQuery,
@@ -140,6 +141,7 @@ import {
   planLeaseRelease,
   planLeaseRenew,
   planLeaseWait,
+  planMemoryUpdate,
   planMessageBatch,
   planSupersede,
   resolveEmbeddingSpace,
@@ -221,6 +223,8 @@ class Door {
   encode(changes: Change[]): string[] {
     return changes.map((c) => {
       if (c.kind === 'lease') return JSON.stringify({ o: this.origin, k: 'lease', l: c.key });
+      if (c.kind === 'forget')
+        return JSON.stringify({ o: this.origin, k: 'forget', s: c.notice.subject, a: c.notice.at });
       if (c.kind === 'entry') {
         const { collection, id, group, version } = c.entry;
         return JSON.stringify({
@@ -341,6 +345,13 @@ function decodeChange(payload: string): { origin: string; change: Change } | nul
     }
     if (typeof p.o === 'string' && p.k === 'lease' && typeof p.l === 'string')
       return { origin: p.o, change: { kind: 'lease', key: p.l } };
+    if (typeof p.o === 'string' && p.k === 'forget' && typeof p.a === 'number') {
+      const given = (p.s ?? {}) as Record<string, unknown>;
+      const subject: ForgetSubject = {};
+      for (const k of ['resourceId', 'entityId', 'worldId'] as const)
+        if (typeof given[k] === 'string') subject[k] = given[k];
+      return { origin: p.o, change: { kind: 'forget', notice: { subject, at: p.a } } };
+    }
     if (typeof p.o !== 'string' || typeof p.t !== 'string' || typeof p.k !== 'string') return null;
     const change = { threadId: p.t, kind: p.k as StoreChange['kind'] } as StoreChange;
     if (typeof p.b === 'string') change.branchId = p.b;
@@ -1396,16 +1407,25 @@ class FrontDoor implements Store {
     this.#open();
     checkId(id, 'memory id');
     const p = checkMemoryPatch(patch);
+    // The newest version of a closed version's fact: the one to update instead, if open.
+    const newest = async (s: DriverSession, m: Memory | null) =>
+      m && m.supersededAt !== null
+        ? ((await s.listMemories({ lineageIds: [m.lineageId] }, 1, 'newest'))[0] ?? null)
+        : null;
     return this.#write(async (s) => {
       const current = await s.getMemory(id);
-      if (!current) throw notFound('memory', id);
+      planMemoryUpdate(id, current, await newest(s, current));
       if (p.embedding) await this.#fitVector(s, p.embedding, 'embedding');
       const next: Memory = { ...current };
       if (p.content !== undefined) next.content = p.content;
       if (p.contentHash !== undefined) next.contentHash = p.contentHash;
       if (p.metadata !== undefined) next.metadata = p.metadata;
       if (p.embedding !== undefined) next.embedding = p.embedding;
-      return s.replaceMemory(next);
+      const stored = await s.replaceMemory(next);
+      // A concurrent session may have closed it since the read: decide again on what is
+      // stored (throwing rolls the edit back).
+      planMemoryUpdate(id, stored, await newest(s, stored));
+      return stored;
     });
   }
 
@@ -1776,7 +1796,20 @@ class FrontDoor implements Store {
           throw d.translate(e);
         }
       });
+    await this.#forgotten(checked, at);
     return { subject: checked, counts, at };
+  }
+
+  /**
+   * Tells `subscribeForgets` listeners that the subject's data is gone: this store's and
+   * those sharing its database in this process before it returns, and other processes'
+   * where the driver publishes (a session of its own, so the notice leaves on commit).
+   */
+  async #forgotten(subject: ForgetSubject, at: number): Promise<void> {
+    await this.#write(
+      async (_s, touch) => touch({ kind: 'forget', notice: { subject, at } }),
+      false,
+    );
   }
 
   /** The subject's tombstones, written with its data keys destroyed; returns how many keys. */
@@ -1806,7 +1839,11 @@ class FrontDoor implements Store {
     this.#sealer('destroyDataKeys');
     if (this.#tx)
       throw invalidArgument('destroyDataKeys: call it on the store, not inside transaction()');
-    return this.#shred(subjectTombstones(checkForgetSubject(subject), this.#d.now()));
+    const checked = checkForgetSubject(subject);
+    const at = this.#d.now();
+    const destroyed = await this.#shred(subjectTombstones(checked, at));
+    await this.#forgotten(checked, at);
+    return destroyed;
   }
 
   async rotateDataKeys(): Promise<{ rewrapped: number }> {
@@ -1898,12 +1935,14 @@ class FrontDoor implements Store {
       freed: { threads: 0, branches: 0, stateCommits: 0, turns: 0, messages: 0, checkpoints: 0 },
     };
     const lease = { key: SWEEP_LEASE_KEY, owner: o.owner, ttlMs: o.leaseTtlMs };
-    try {
-      await this.acquireLease(lease);
-    } catch (e) {
-      if (isCairnError(e) && e.code === 'CONFLICT') return report;
-      throw e;
-    }
+    // A dry run writes nothing: it needs no lease, and takes none from a sweeper.
+    if (!o.dryRun)
+      try {
+        await this.acquireLease(lease);
+      } catch (e) {
+        if (isCairnError(e) && e.code === 'CONFLICT') return report;
+        throw e;
+      }
     report.ran = true;
     try {
       const pages = o.threadIds ? chunks(o.threadIds, o.batch) : this.#threadPages(o.batch);
@@ -1911,6 +1950,7 @@ class FrontDoor implements Store {
       let renewedAt = performance.now();
       const renew = async () => {
         renewedAt = performance.now();
+        if (o.dryRun) return true;
         return this.renewLease(lease.key, lease.owner, lease.ttlMs).then(
           () => true,
           (e: unknown) => {
@@ -1923,8 +1963,11 @@ class FrontDoor implements Store {
         for (const id of ids) {
           await this.#waitForQueuedSessions(o.leaseTtlMs / 4);
           const started = performance.now();
-          const done = await this.#write((s, touch) =>
-            this.#sweepThread(s, touch, id, rules),
+          const sweepThread = (s: DriverSession, touch: Touch) =>
+            this.#sweepThread(s, touch, id, rules);
+          const done = await (o.dryRun
+            ? this.#rolledBack(sweepThread)
+            : this.#write(sweepThread)
           ).catch((e: unknown) => {
             // A branch locked longer than the store waits is in use: the thread is busy.
             if (!isCairnError(e, 'TIMEOUT')) throw e;
@@ -1950,9 +1993,33 @@ class FrontDoor implements Store {
         if (!(await renew())) break;
       }
     } finally {
-      await this.releaseLease(lease.key, lease.owner).catch(() => undefined);
+      if (!o.dryRun) await this.releaseLease(lease.key, lease.owner).catch(() => undefined);
     }
     return report;
+  }
+
+  /**
+   * Runs `fn` in a write session of its own, as `#write` does, and rolls the session back:
+   * what `fn` decides and counts, with nothing kept and nobody notified.
+   */
+  async #rolledBack<T>(fn: (s: DriverSession, touch: Touch) => Promise<T>): Promise<T> {
+    const d = this.#d;
+    const undo = new Error('rolled back');
+    let result!: T;
+    await d.gate.shared(async () => {
+      try {
+        await d.driver.run(
+          async (s) => {
+            result = await fn(d.seal(s), () => {});
+            throw undo;
+          },
+          { write: true },
+        );
+      } catch (e) {
+        if (e !== undo) throw d.translate(e);
+      }
+    });
+    return result;
   }
 
   /**
@@ -2172,6 +2239,14 @@ class FrontDoor implements Store {
       throw invalidArgument('subscribe expects a listener function');
     this.#d.listen();
     return this.#d.emitter.subscribe(threadId, listener);
+  }
+
+  subscribeForgets(listener: ForgetListener): () => void {
+    this.#open();
+    if (typeof listener !== 'function')
+      throw invalidArgument('subscribeForgets expects a listener function');
+    this.#d.listen();
+    return this.#d.emitter.subscribeForgets(listener);
   }
 
   async migrate(): Promise<void> {

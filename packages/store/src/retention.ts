@@ -43,17 +43,21 @@ export function checkSweepOptions(options: unknown): {
   owner: string;
   leaseTtlMs: number;
   dutyCycle: number;
+  dryRun: boolean;
 } {
   checkKeys(
     options,
     'sweep options',
-    keysOf<SweepOptions>()(['batch', 'threadIds', 'owner', 'leaseTtlMs', 'dutyCycle']),
+    keysOf<SweepOptions>()(['batch', 'threadIds', 'owner', 'leaseTtlMs', 'dutyCycle', 'dryRun']),
   );
   const o = options as SweepOptions;
   const duty = o.dutyCycle;
   if (duty !== undefined && !(typeof duty === 'number' && duty > 0 && duty <= 1))
     throw invalidArgument(`dutyCycle must be a number above 0 and at most 1, got ${show(duty)}`);
+  if (o.dryRun !== undefined && typeof o.dryRun !== 'boolean')
+    throw invalidArgument(`dryRun must be a boolean, got ${show(o.dryRun)}`);
   return {
+    dryRun: o.dryRun === true,
     dutyCycle: duty ?? DEFAULT_SWEEP_DUTY_CYCLE,
     batch: checkLimit(o.batch, 'batch', 100, 10_000),
     threadIds:

@@ -426,6 +426,17 @@ export interface ForgetSubject {
   worldId?: string;
 }
 
+/**
+ * What `subscribeForgets` hears: a `forget` (or `destroyDataKeys`) of `subject` that began
+ * at `at` has finished, so none of the subject's data can be read from the store any more.
+ */
+export interface ForgetNotice {
+  subject: ForgetSubject;
+  at: number;
+}
+
+export type ForgetListener = (notice: ForgetNotice) => void;
+
 /** How many of each kind `forget` deleted. */
 export interface ForgetCounts {
   threads: number;
@@ -499,6 +510,12 @@ export interface SweepOptions {
    * this store queue for a connection (a full pool). Default 0.1; 1 never rests.
    */
   dutyCycle?: number;
+  /**
+   * Decide as a sweep would, delete nothing: each thread's transaction runs the same rules
+   * and is rolled back, so `freed` counts what a sweep would have freed at that moment.
+   * Takes no sweep lease (it writes nothing), so it runs beside a sweep. Default false.
+   */
+  dryRun?: boolean;
 }
 
 /** What `Store.sweep` did. */
@@ -716,6 +733,19 @@ export interface Store {
   /** Stores a batch atomically. Vectors must match the store's embedding width. */
   addMemories(memories: NewMemory[]): Promise<Memory[]>;
   getMemory(id: string): Promise<Memory | null>;
+  /**
+   * Edits a current version in place (its text, hash, metadata or embedding; its place in
+   * time stays). `NOT_FOUND` when there is no memory `id`; `CONFLICT` when `supersedeMemory`
+   * or `closeMemory` (a consolidation pass among them) closed it: a closed version is history
+   * and stays as it was. The error names the current version of the fact to update instead
+   * (`details.currentId`, null when the fact has none), and nothing is written.
+   *
+   * @example
+   * ```ts
+   * await store.updateMemory(moved.id, { metadata: { checked: true } });
+   * await store.updateMemory(city.id, { metadata: {} }); // CONFLICT: details.currentId === moved.id
+   * ```
+   */
   updateMemory(id: string, patch: MemoryPatch): Promise<Memory>;
   /**
    * Records a new version of a fact, atomically: the version `id` is closed (its `validTo`
@@ -921,6 +951,23 @@ export interface Store {
   transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T>;
   /** Listens for changes to one thread; returns the function that stops listening. */
   subscribe(threadId: string, listener: StoreListener): () => void;
+  /**
+   * Listens for forgets: `listener` is called once each `forget` or `destroyDataKeys` has
+   * finished (its data deleted, or its keys destroyed), before that call returns when it
+   * ran through this store or another store sharing its database in this process. What
+   * holds data read from the store before (a cache of composed context, see
+   * `@cairn/compose`'s `store` option) drops it here. Where `capabilities.notifications`
+   * is `cluster` (a Postgres server) it also hears other processes' forgets, moments after
+   * they finish (not while the store's listening connection is down: it reconnects after a
+   * second, and forgets meanwhile go unheard); where it is `process`, another process's
+   * forget is not heard. Returns the function that stops listening.
+   *
+   * @example
+   * ```ts
+   * const stop = store.subscribeForgets(({ subject }) => cache.clear());
+   * ```
+   */
+  subscribeForgets(listener: ForgetListener): () => void;
   /** Brings the schema up to date (also run when the store opens). Idempotent. */
   migrate(): Promise<void>;
   /**

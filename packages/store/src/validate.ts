@@ -1096,6 +1096,29 @@ export function planClose(
   };
 }
 
+/**
+ * `updateMemory`'s rule on the version as stored: only a current version is edited in
+ * place. A version that `supersedeMemory` or `closeMemory` closed (a consolidation pass
+ * among them) is history, kept as it was: `CONFLICT`, naming the current version of its
+ * fact (`details.currentId`: the newest version of its lineage when that one is open,
+ * else null). A version that ends on its own (`validTo` set when it was written) is still
+ * current and can be updated.
+ */
+export function planMemoryUpdate(
+  id: string,
+  stored: Memory | null,
+  newest: Memory | null,
+): asserts stored is Memory {
+  if (!stored)
+    throw new CairnError('NOT_FOUND', `memory ${show(id)} not found`, { details: { id } });
+  if (stored.supersededAt === null) return;
+  const currentId = newest && newest.supersededAt === null ? newest.id : null;
+  throw conflict(
+    `memory ${show(id)} is a closed version (superseded at ${stored.supersededAt}): ${currentId === null ? 'its fact has no current version to update' : `update its current version ${show(currentId)}`}`,
+    { id, supersededAt: stored.supersededAt, currentId },
+  );
+}
+
 export function checkMemoryPatch(patch: MemoryPatch): MemoryPatch {
   if (typeof patch !== 'object' || patch === null) throw invalid('memory patch must be an object');
   checkKeys(

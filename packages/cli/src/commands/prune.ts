@@ -1,7 +1,6 @@
-import { type Store, SWEEP_LEASE_KEY } from '@cairn/store';
+import { SWEEP_LEASE_KEY } from '@cairn/store';
 import { CliError, openStore, type Target, usage } from '../database.js';
 import type { Io } from '../output.js';
-import { openRaw } from '../raw.js';
 
 const UNITS: Record<string, number> = {
   m: 60_000,
@@ -46,22 +45,17 @@ export interface PruneOptions {
  * cycle. Turns: those not running that started before the cutoff. Threads: those idle since
  * the cutoff by the store's one rule (`Store.isThreadIdle`), with everything under them.
  * State commits and branches: `RetentionPolicy`'s `keepStateCommits` and `branchTtlMs`,
- * which keep every point a thread can resume from. With `dryRun`, only counts turns and
- * threads (by the same rules), deleting nothing.
+ * which keep every point a thread can resume from. With `dryRun`, the same sweep with
+ * `dryRun: true`: each thread decided by the same rules and rolled back, deleting nothing.
  */
-export async function prune(t: Target, o: PruneOptions, io: Io, now = Date.now()): Promise<number> {
+export async function prune(t: Target, o: PruneOptions, io: Io): Promise<number> {
   const asked = [o.turnsOlderThan, o.threadsOlderThan, o.keepStateCommits, o.branchesOlderThan];
   if (asked.every((x) => x === undefined))
     throw usage(
       'say what to prune: --turns-older-than, --threads-older-than, --keep-state-commits and/or --branches-older-than',
     );
-  if (o.dryRun && (o.keepStateCommits !== undefined || o.branchesOlderThan !== undefined))
-    throw usage(
-      '--dry-run counts turns and threads only: leave out --keep-state-commits and --branches-older-than',
-    );
   const store = await openStore(t, 'current');
   try {
-    if (o.dryRun) return await dryRun(t, store, o, io, now);
     const report = await store.sweep(
       {
         turnTtlMs: o.turnsOlderThan ?? null,
@@ -69,7 +63,7 @@ export async function prune(t: Target, o: PruneOptions, io: Io, now = Date.now()
         keepStateCommits: o.keepStateCommits ?? null,
         branchTtlMs: o.branchesOlderThan ?? null,
       },
-      o.dutyCycle === undefined ? {} : { dutyCycle: o.dutyCycle },
+      { ...(o.dutyCycle === undefined ? {} : { dutyCycle: o.dutyCycle }), dryRun: o.dryRun },
     );
     if (!report.ran)
       throw new CliError(`another sweep holds the lease ${SWEEP_LEASE_KEY}: nothing was deleted`);
@@ -80,55 +74,17 @@ export async function prune(t: Target, o: PruneOptions, io: Io, now = Date.now()
     if (o.keepStateCommits !== undefined || o.branchesOlderThan !== undefined)
       parts.push(`${freed.stateCommits} state commits`);
     if (o.branchesOlderThan !== undefined) parts.push(`${freed.branches} branches`);
+    const notes = [];
     const skipped = [];
     if (report.busy > 0) skipped.push(`${report.busy} in use`);
     if (report.invalid > 0) skipped.push(`${report.invalid} with an invalid metadata.retention`);
+    if (skipped.length > 0) notes.push(`threads left alone: ${skipped.join(', ')}`);
+    if (o.dryRun) notes.push('dry run: nothing deleted');
     io.stdout.write(
-      `deleted ${parts.join(' and ')}${skipped.length ? ` (threads left alone: ${skipped.join(', ')})` : ''}\n`,
+      `${o.dryRun ? 'would delete' : 'deleted'} ${parts.join(' and ')}${notes.length ? ` (${notes.join('; ')})` : ''}\n`,
     );
     return 0;
   } finally {
     await store.close();
   }
-}
-
-/** Counts what a prune of turns and threads would delete, by the rules the sweep applies. */
-async function dryRun(t: Target, store: Store, o: PruneOptions, io: Io, now: number) {
-  const raw = await openRaw(t);
-  let turns = 0;
-  let threadIds: string[] = [];
-  try {
-    const table = (n: 'turns' | 'threads' | 'messages') => {
-      const name = raw.table(n);
-      if (!name) throw new CliError(`the database has no ${n} table`);
-      return name;
-    };
-    if (o.turnsOlderThan !== undefined) {
-      const cutoff = now - o.turnsOlderThan;
-      const [r] = await raw.all<{ n: number | string }>(
-        `SELECT count(*) AS n FROM ${table('turns')} WHERE status <> 'running' AND started_at < ${cutoff}`,
-      );
-      turns = Number(r?.n ?? 0);
-    }
-    if (o.threadsOlderThan !== undefined) {
-      const cutoff = now - o.threadsOlderThan;
-      // Candidates only: a thread updated or given a message since is busy by any rule,
-      // so this cheap query keeps every idle thread; the store decides on the rest.
-      const rows = await raw.all<{ id: string }>(
-        `SELECT t.id FROM ${table('threads')} t WHERE t.updated_at < ${cutoff} AND NOT EXISTS
-           (SELECT 1 FROM ${table('messages')} m WHERE m.thread_id = t.id AND m.created_at >= ${cutoff})`,
-      );
-      threadIds = rows.map((r) => r.id);
-    }
-  } finally {
-    await raw.close();
-  }
-  let idle = 0;
-  if (o.threadsOlderThan !== undefined)
-    for (const id of threadIds) if (await store.isThreadIdle(id, now - o.threadsOlderThan)) idle++;
-  const parts = [];
-  if (o.turnsOlderThan !== undefined) parts.push(`${turns} turns`);
-  if (o.threadsOlderThan !== undefined) parts.push(`${idle} threads`);
-  io.stdout.write(`would delete ${parts.join(' and ')} (dry run: nothing deleted)\n`);
-  return 0;
 }

@@ -183,7 +183,12 @@ export function describeEncryptionConformance(options: EncryptionConformanceOpti
           ),
         );
         for (const [m] of written) expect((await store.getMessage(m!.id))!.data).toBe(m!.data);
+        const heard: unknown[] = [];
+        const stop = store.subscribeForgets((n) => heard.push(n));
         expect(await store.destroyDataKeys({ resourceId })).toBe(1);
+        stop();
+        // What a cache holds of the tenant's data goes too (see subscribeForgets).
+        expect(heard).toEqual([{ subject: { resourceId }, at: expect.any(Number) }]);
       });
     });
 

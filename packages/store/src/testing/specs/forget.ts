@@ -2,7 +2,7 @@ import { isCairnError, newId, type Thread } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
 import { type ForgetCounts, type ForgetReceipt, runLeaseKey, type Store } from '../../store.js';
 import { type StoreConformanceOptions, useStore } from '../context.js';
-import { allPages, expectCode, makeChain, sha256, sleep, turnOf } from '../helpers.js';
+import { allPages, expectCode, makeChain, sha256, sleep, turnOf, waitFor } from '../helpers.js';
 
 /** A thread of `resourceId` with something of every kind under it; returns what it made. */
 async function seedThread(store: Store, resourceId: string | null) {
@@ -443,6 +443,42 @@ export function describeForget(options: StoreConformanceOptions): void {
       expect(more.resourceId).toBe(resource);
     });
 
+    it('tells subscribeForgets listeners once the subject’s data is gone, before it returns', async () => {
+      const resource = `res-${newId()}`;
+      const other = `res-${newId()}`;
+      await seedThread(store(), resource);
+      await seedThread(store(), other);
+      await store().addMemories([{ agentId: 'a', entityId: resource, content: { text: 'x' } }]);
+      const heard: Array<{ notice: unknown; reads: Promise<[number, number]> }> = [];
+      const stop = store().subscribeForgets((notice) => {
+        // What a listener reads from here on holds nothing of the subject.
+        const reads = Promise.all([
+          store()
+            .listThreads({ resourceId: resource })
+            .then((p) => p.items.length),
+          store().countMemories({ entityId: resource }),
+        ]);
+        heard.push({ notice, reads });
+      });
+      const unheard: unknown[] = [];
+      store().subscribeForgets((n) => unheard.push(n))();
+      const receipt = await store().forget({ resourceId: resource, entityId: resource });
+      expect(heard.map((h) => h.notice)).toEqual([
+        { subject: { resourceId: resource, entityId: resource }, at: receipt.at },
+      ]);
+      expect(await heard[0]!.reads).toEqual([0, 0]);
+      expect(unheard).toEqual([]);
+      // Each forget is told once, a forget of nothing too (a cache cannot know it held nothing).
+      await store().forget({ worldId: `w-${newId()}` });
+      expect(heard).toHaveLength(2);
+      stop();
+      await store().forget({ resourceId: other });
+      expect(heard).toHaveLength(2);
+      expect(() => store().subscribeForgets('no' as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+      );
+    });
+
     if (options.reopen) {
       const reopen = options.reopen;
       it('keeps its tombstones in the database: a second store on it refuses too', async () => {
@@ -453,6 +489,23 @@ export function describeForget(options: StoreConformanceOptions): void {
         try {
           const e = await other.createThread({ resourceId: resource }).catch((x: unknown) => x);
           expect(isCairnError(e, 'FORGOTTEN'), String(e)).toBe(true);
+        } finally {
+          await other.close();
+        }
+      });
+
+      it('tells a second store on the database of a forget through the first', async () => {
+        // A store in this process on the same file or PGlite, or on a Postgres server (as
+        // another process would be): each hears the forget (see subscribeForgets).
+        const other = await reopen(store());
+        try {
+          const heard: unknown[] = [];
+          other.subscribeForgets((n) => heard.push(n));
+          const resource = `res-${newId()}`;
+          await seedThread(store(), resource);
+          const receipt = await store().forget({ resourceId: resource });
+          await waitFor(() => heard.length > 0, 'the forget notice on the second store');
+          expect(heard).toEqual([{ subject: { resourceId: resource }, at: receipt.at }]);
         } finally {
           await other.close();
         }

@@ -236,6 +236,41 @@ export function describeMemoryVersions(options: StoreConformanceOptions): void {
       expect(p.metadata).toEqual(plain.metadata);
     });
 
+    it('updates a current version in place, and refuses to edit a closed one, naming the current', async () => {
+      const v1 = await add({ text: 'Ada lives in Paris', validFrom: day(1), metadata: { a: 1 } });
+      const v2 = await store().supersedeMemory(v1.id, {
+        content: { text: 'Ada lives in Berlin' },
+        validFrom: day(10),
+      });
+      const closedV1 = await store().getMemory(v1.id);
+      // The superseded version is history: neither its text nor its metadata is edited.
+      const e = await expectCode(
+        () => store().updateMemory(v1.id, { content: { text: 'Ada lives in Rome' } }),
+        'CONFLICT',
+      );
+      expect(e.details).toMatchObject({ id: v1.id, currentId: v2.id });
+      expect(e.message).toContain(v2.id);
+      await expectCode(() => store().updateMemory(v1.id, { metadata: { a: 2 } }), 'CONFLICT');
+      expect(await store().getMemory(v1.id)).toEqual(closedV1);
+      // The current version is updated in place, as before.
+      const edited = await store().updateMemory(v2.id, { metadata: { checked: true } });
+      expect(edited).toMatchObject({ id: v2.id, metadata: { checked: true }, supersededAt: null });
+      // A version closed without a successor (a duplicate merged away): no current version.
+      const dup = await add({ text: 'Ada likes tea' });
+      await store().closeMemory(dup.id, { metadata: { mergedInto: v2.id } });
+      const closedDup = await store().getMemory(dup.id);
+      const f = await expectCode(() => store().updateMemory(dup.id, { metadata: {} }), 'CONFLICT');
+      expect(f.details).toMatchObject({ id: dup.id, currentId: null });
+      expect(await store().getMemory(dup.id)).toEqual(closedDup);
+      // A version that ends on its own is still current: it is updated.
+      const ends = await add({ text: 'the sale ends soon', validFrom: day(1), validTo: day(5) });
+      expect(
+        (await store().updateMemory(ends.id, { content: { text: 'the sale ends on the 5th' } }))
+          .content.text,
+      ).toBe('the sale ends on the 5th');
+      await expectCode(() => store().updateMemory(`missing-${newId()}`, {}), 'NOT_FOUND');
+    });
+
     it('closes nothing when the version changed since it was read, or cannot be closed', async () => {
       const m = await add({
         text: 'the office is on floor 2',

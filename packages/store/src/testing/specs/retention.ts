@@ -240,6 +240,69 @@ export function describeRetention(options: StoreConformanceOptions): void {
       expect((await store().getLease(SWEEP_LEASE_KEY))?.releasedAt).not.toBeNull();
     });
 
+    it('dry run: frees what a sweep then frees, by the same rules, keeping and telling nothing', async () => {
+      const idle = await threadWithLog(store(), { commits: 2 });
+      await store().putTurn(turnOf(idle.thread.id, { startedAt: Date.now() - 10 }));
+      const leased = await threadWithLog(store(), { commits: 2 });
+      await store().acquireLease({
+        key: runLeaseKey(leased.thread.id),
+        owner: 'worker-1',
+        ttlMs: 60_000,
+      });
+      const log = await threadWithLog(store(), { commits: 40 });
+      await store().saveCheckpoint({
+        threadId: log.thread.id,
+        name: 'kept',
+        messageId: log.chain[7]!.id,
+      });
+      const side = await store().createBranch({
+        threadId: log.thread.id,
+        name: 'side',
+        headMessageId: log.chain[4]!.id,
+        parentBranchId: log.main.id,
+      });
+      await store().appendStateCommit({ branchId: side.id, messageId: null, update: { x: 1 } }, 0);
+      // Busy on its rules other than turns: its old turn still counts.
+      const running = await threadWithLog(store(), { commits: 2 });
+      const old = Date.now() - 60_000;
+      await store().putTurn(turnOf(running.thread.id, { startedAt: old, finishedAt: old + 1 }));
+      await store().putTurn(turnOf(running.thread.id, { status: 'running' }));
+      await tick();
+      const threadIds = [idle.thread.id, leased.thread.id, log.thread.id, running.thread.id];
+      // The threads' own policies apply too: this one is never deleted as idle.
+      await store().updateThread(log.thread.id, {
+        metadata: { retention: { threadTtlMs: null } },
+      });
+      const policy = { threadTtlMs: 1, keepStateCommits: 5, branchTtlMs: 1, turnTtlMs: 1 };
+      const heard: unknown[] = [];
+      const stops = threadIds.map((id) => store().subscribe(id, (c) => heard.push(c)));
+      const snapshot = async () => ({
+        threads: await Promise.all(threadIds.map((id) => store().getThread(id))),
+        branches: await Promise.all(threadIds.map((id) => store().listBranches(id))),
+        commits: await Promise.all(
+          [idle, leased, log, running].map((t) => store().getStateCommits(t.main.id)),
+        ),
+        turns: await Promise.all(threadIds.map((id) => store().listTurns(id))),
+      });
+      const before = await snapshot();
+      // Beside a sweeper that holds the lease: a dry run takes none and writes nothing.
+      await store().acquireLease({ key: SWEEP_LEASE_KEY, owner: 'other', ttlMs: 60_000 });
+      const dry = await store().sweep(policy, { threadIds, dryRun: true, dutyCycle: 1 });
+      expect(await snapshot()).toEqual(before);
+      expect(heard).toEqual([]);
+      expect((await store().getLease(SWEEP_LEASE_KEY))?.owner).toBe('other');
+      await store().releaseLease(SWEEP_LEASE_KEY, 'other');
+      const real = await store().sweep(policy, { threadIds, dutyCycle: 1 });
+      for (const stop of stops) stop();
+      expect(dry).toEqual(real);
+      expect(real).toMatchObject({ ran: true, scanned: 4, busy: 2 });
+      // The idle thread with all under it (its branch too), the log’s unvisited branch and old commits, the
+      // busy thread's old turn.
+      expect(real.freed).toMatchObject({ threads: 1, branches: 2, turns: 2 });
+      expect(real.freed.stateCommits).toBeGreaterThan(1);
+      expect(heard.length).toBeGreaterThan(0);
+    });
+
     it('refuses a bad policy or options, and a call inside a transaction, writing nothing', async () => {
       const { thread, main } = await threadWithLog(store(), { commits: 30 });
       const threadIds = [thread.id];
@@ -262,6 +325,7 @@ export function describeRetention(options: StoreConformanceOptions): void {
         { dutyCycle: 1.5 },
         { dutyCycle: Number.NaN },
         { dutyCycle: '0.5' },
+        { dryRun: 'yes' },
       ])
         await expectCode(
           () => store().sweep({ keepStateCommits: 1 }, o as never),
