@@ -48,9 +48,9 @@ export function runTurns(
 ) {
   const times = new Map<string, number[]>();
   const record = (bucket: string, ms: number) => {
-    let xs = times.get(bucket);
-    if (!xs) times.set(bucket, (xs = []));
-    xs.push(ms);
+    const xs = times.get(bucket);
+    if (xs) xs.push(ms);
+    else times.set(bucket, [ms]);
   };
   let running = true;
   const loops = threadIds.map(async (threadId, n) => {
