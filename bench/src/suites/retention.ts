@@ -313,7 +313,11 @@ interface Cost {
 async function cost(name: string, spec: StoreSpec, log: (line: string) => void): Promise<Cost> {
   const store = await openStore(spec);
   try {
+    const w0 = performance.now();
     await writeOldThreads(store, COST_THREADS, { parallel: spec.kind === 'pg' ? 4 : 1 });
+    log(
+      `${name}: wrote ${COST_THREADS} threads in ${((performance.now() - w0) / 1000).toFixed(1)} s`,
+    );
     const t0 = performance.now();
     const { result, statements, cpuMs } = await countStatements(() =>
       store.sweep(SWEEP_POLICY, { batch: 100, dutyCycle: 1 }),

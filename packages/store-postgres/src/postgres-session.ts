@@ -52,7 +52,14 @@ import {
   TURN,
   vectorLiteral,
 } from './rows.js';
-import { appendTo, commitsOf, rememberedTail, type Segment, segmentsOf } from './state-log.js';
+import {
+  appendTo,
+  commitsOf,
+  keptSegments,
+  rememberedTail,
+  type Segment,
+  segmentsOf,
+} from './state-log.js';
 
 /** A state segment's columns (of alias `g`) as `Segment` fields. */
 const SEGMENT_SUMMARY =
@@ -572,7 +579,7 @@ export class PostgresSession implements DriverSession {
         const all = this.#commitsOf(branchId, r);
         const kept = all.filter((c) => c.version >= beforeVersion);
         deleted += all.length - kept.length;
-        const segments = segmentsOf(kept);
+        const segments = keptSegments(kept, table === 'state_tail');
         const tail = table === 'state_tail' ? segments.pop() : undefined;
         for (const g of segments) await this.#insertSegment('state_segments', branchId, r, g);
         if (tail) await this.#insertSegment('state_tail', branchId, r, tail);
@@ -1312,7 +1319,7 @@ export class PostgresSession implements DriverSession {
       const all = this.#commitsOf(r.branch_id as string, r);
       const kept = all.filter((c) => c.version >= cut);
       deleted += all.length - kept.length;
-      const segments = segmentsOf(kept);
+      const segments = keptSegments(kept, r.t === 'state_tail');
       const tail = r.t === 'state_tail' ? segments.pop() : undefined;
       for (const g of segments) rewrite.state_segments.push({ ...r, ...g });
       if (tail) rewrite.state_tail.push({ ...r, ...tail });
