@@ -17,7 +17,7 @@ const skip = await postgresTestSkip('sweep statements');
 
 describe.skipIf(skip)('sweep statements (Postgres)', () => {
   const schema = freshSchema('cairn_sweep_statements');
-  const pool = new pg.Pool({ connectionString: POSTGRES_TEST_URL, max: 2 });
+  const pool = new pg.Pool({ connectionString: POSTGRES_TEST_URL, max: 4 });
   const counting = { on: false, statements: 0 };
   pool.on('connect', (client) => {
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
@@ -51,5 +51,32 @@ describe.skipIf(skip)('sweep statements (Postgres)', () => {
     });
     // A thread at a time, as before, took 1,013 for these 40.
     expect(counting.statements).toBeLessThanOrEqual(4 * THREADS);
+  });
+
+  it('sweeps the other threads of a part while one waits for a lock, then that one', async () => {
+    const [locked, other] = await writeSweepable(store, 2);
+    const branch = await store.getBranch(locked!, 'main');
+    const holder = await pool.connect();
+    try {
+      // A writer holding the branch's lock (as a save does) past a part's short wait.
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM "${schema}".branches WHERE id = $1 FOR NO KEY UPDATE`, [
+        branch!.id,
+      ]);
+      const sweeping = store.sweep(SWEEPABLE_POLICY, { threadIds: [other!, locked!] });
+      await new Promise((r) => setTimeout(r, 400));
+      // The part gave up its short wait; the other thread was swept meanwhile, alone, and
+      // the locked one waits for its lock on its own.
+      const meanwhile = await store.getBranch(other!, 'side');
+      await holder.query('COMMIT');
+      expect(meanwhile).toBeNull();
+      const report = await sweeping;
+      expect(report).toMatchObject({ scanned: 2, busy: 0 });
+      expect(report.freed.branches).toBe(2 * SWEEPABLE_FREED.branches);
+      expect(await store.getBranch(locked!, 'side')).toBeNull();
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
   });
 });

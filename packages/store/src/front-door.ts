@@ -528,6 +528,8 @@ function chunks<T>(items: T[], size: number): T[][] {
  * that its set-based statements are shared by several threads.
  */
 const SWEEP_CHUNK = 8;
+/** How long a write session of several threads of a sweep waits for a lock (see `sweepFactsOf`). */
+const SWEEP_PART_LOCK_MS = 100;
 
 /** What a part of a sweep found and freed. */
 interface PartReport {
@@ -550,7 +552,10 @@ function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
 
 /** `DriverSession.sweepFacts`, or the same rows thread by thread for a driver without it. */
 async function sweepFactsOf(s: DriverSession, ids: string[]): Promise<SweepFacts> {
-  if (s.sweepFacts) return s.sweepFacts(ids, DEFAULT_LOCK_TIMEOUT_MS);
+  // Several threads wait briefly: while one waits for a lock, the others' writers wait for
+  // the locks it holds already. A part that gave up is swept again a thread at a time.
+  const waitMs = ids.length > 1 ? SWEEP_PART_LOCK_MS : DEFAULT_LOCK_TIMEOUT_MS;
+  if (s.sweepFacts) return s.sweepFacts(ids, waitMs);
   const facts: SweepFacts = {
     threads: [],
     branches: [],
@@ -570,7 +575,7 @@ async function sweepFactsOf(s: DriverSession, ids: string[]): Promise<SweepFacts
     const lease = await lockLease(s, runLeaseKey(id));
     let branches = await s.listBranches(id);
     if (s.lockBranch) {
-      for (const b of branches) await s.lockBranch(b.id, DEFAULT_LOCK_TIMEOUT_MS);
+      for (const b of branches) await s.lockBranch(b.id, waitMs);
       // Listed again under the locks.
       branches = await s.listBranches(id);
     }
