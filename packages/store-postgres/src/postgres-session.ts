@@ -58,7 +58,6 @@ import {
   keptSegments,
   rememberedTail,
   type Segment,
-  segmentsOf,
 } from './state-log.js';
 
 /** A state segment's columns (of alias `g`) as `Segment` fields. */
