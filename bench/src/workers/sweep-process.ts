@@ -6,8 +6,10 @@
  *   sweep-process.js sweep <store spec JSON> <dutyCycle | "default">
  *
  * Sends `{ ready: true }` once the store is open. Turns: `{ phase }` names the bucket the
- * next turns go to; `{ stop: true }` ends them and answers `{ times }` (ms by phase).
- * Sweep: `{ go: true }` runs one `store.sweep` and answers `{ report, ms }`.
+ * next turns go to; `{ intervalMs }` switches to open loop (a turn every that many ms per
+ * worker); `{ report: true }` answers `{ times }` (ms by phase) so far; `{ stop: true }`
+ * ends them and answers `{ times }`. Sweep: `{ go: true }` runs one `store.sweep` and
+ * answers `{ report, ms }`.
  */
 import { openStore, runTurns, type StoreSpec, SWEEP_POLICY } from '../sweep-turns.js';
 
@@ -17,16 +19,27 @@ const send = (m: unknown) => new Promise<void>((r) => process.send!(m, () => r()
 
 if (role === 'turns') {
   let phase = 'warmup';
-  const turns = runTurns(store, arg.split(','), () => phase);
-  process.on('message', async (m: { phase?: string; stop?: boolean }) => {
-    if (m.phase) phase = m.phase;
-    if (m.stop) {
-      await turns.stop();
-      await store.close();
-      await send({ times: Object.fromEntries(turns.times) });
-      process.exit(0);
-    }
-  });
+  let interval: number | null = null;
+  const turns = runTurns(
+    store,
+    arg.split(','),
+    () => phase,
+    () => interval,
+  );
+  process.on(
+    'message',
+    async (m: { phase?: string; intervalMs?: number; report?: boolean; stop?: boolean }) => {
+      if (m.phase) phase = m.phase;
+      if (m.intervalMs !== undefined) interval = m.intervalMs;
+      if (m.report) await send({ times: Object.fromEntries(turns.times) });
+      if (m.stop) {
+        await turns.stop();
+        await store.close();
+        await send({ times: Object.fromEntries(turns.times) });
+        process.exit(0);
+      }
+    },
+  );
 } else {
   process.on('message', async (m: { go?: boolean }) => {
     if (!m.go) return;

@@ -9,8 +9,9 @@ import type {
   Thread,
   Turn,
 } from '@cairn/core';
-import type { EmbeddingSpace } from '@cairn/store';
+import { type EmbeddingSpace, runLeaseKey } from '@cairn/store';
 import type {
+  BranchCommitQuery,
   DataKeyRow,
   DriverMemoryFilter,
   DriverSession,
@@ -22,6 +23,9 @@ import type {
   SqlTable,
   StateCommitDraft,
   StoredLease,
+  SweepDeleted,
+  SweepDeletes,
+  SweepFacts,
   Tenant,
   ThreadRow,
   ThreadRowCounts,
@@ -48,7 +52,13 @@ import {
   TURN,
   vectorLiteral,
 } from './rows.js';
-import { appendTo, commitsOf, rememberedTail, type Segment, segmentsOf } from './state-log.js';
+import {
+  appendTo,
+  commitsOf,
+  keptSegments,
+  rememberedTail,
+  type Segment,
+} from './state-log.js';
 
 /** A state segment's columns (of alias `g`) as `Segment` fields. */
 const SEGMENT_SUMMARY =
@@ -61,6 +71,12 @@ const LOG_COLUMNS = 'thread_id, first_version, commits';
 /** Every segment of the state log, sealed or the tails, as one relation (Postgres pushes conditions into both). */
 const stateLog = (s: string) =>
   `(SELECT branch_id, ${LOG_COLUMNS} FROM ${s}.state_segments UNION ALL SELECT branch_id, ${LOG_COLUMNS} FROM ${s}.state_tail) g`;
+
+/** Whether `c` meets `getLatestStateCommit`'s conditions. */
+const matchesLatest = (c: StateCommit, q: LatestCommitConditions) =>
+  (q.maxVersion === undefined || c.version <= q.maxVersion) &&
+  (!q.withSnapshot || c.snapshot !== null) &&
+  (q.maxMessageDepth === undefined || (c.messageDepth ?? -1) <= q.maxMessageDepth);
 
 /** What every session of one store shares. */
 export interface SessionContext {
@@ -562,7 +578,7 @@ export class PostgresSession implements DriverSession {
         const all = this.#commitsOf(branchId, r);
         const kept = all.filter((c) => c.version >= beforeVersion);
         deleted += all.length - kept.length;
-        const segments = segmentsOf(kept);
+        const segments = keptSegments(kept, table === 'state_tail');
         const tail = table === 'state_tail' ? segments.pop() : undefined;
         for (const g of segments) await this.#insertSegment('state_segments', branchId, r, g);
         if (tail) await this.#insertSegment('state_tail', branchId, r, tail);
@@ -606,10 +622,7 @@ export class PostgresSession implements DriverSession {
     branchId: string,
     q: LatestCommitConditions,
   ): Promise<StateCommit | null> {
-    const matches = (c: StateCommit) =>
-      (q.maxVersion === undefined || c.version <= q.maxVersion) &&
-      (!q.withSnapshot || c.snapshot !== null) &&
-      (q.maxMessageDepth === undefined || (c.messageDepth ?? -1) <= q.maxMessageDepth);
+    const matches = (c: StateCommit) => matchesLatest(c, q);
     // Newest first, a few segments at a time: those whose summary allows a match.
     const PAGE = 4;
     const where = `WHERE branch_id = $1 AND first_version < $2::bigint AND (NOT $3 OR has_snapshot)
@@ -1151,6 +1164,200 @@ export class PostgresSession implements DriverSession {
       [row.kind, row.key, row.keyId, row.wrapped, expectedWrapped],
     );
     return r.rowCount === 1;
+  }
+
+  // ---------------------------------------------------------------- sweeping
+
+  async sweepFacts(threadIds: string[], lockTimeoutMs: number): Promise<SweepFacts> {
+    const s = this.#s;
+    // In one order, so that two sessions locking overlapping threads queue, not deadlock.
+    const ids = [...threadIds].sort();
+    await this.#q.query(`SELECT set_config('lock_timeout', $1, true)`, [
+      `${Math.max(1, lockTimeoutMs)}ms`,
+    ]);
+    // The run leases, then the branches: the order writers take them in.
+    const leases = await this.#rows(
+      probeEach(`${s}.leases`, '$1', 'key = k.v', LEASE.columns, 'FOR UPDATE'),
+      [ids.map(runLeaseKey)],
+    );
+    const branches = await this.#rows(
+      `SELECT x.* FROM unnest($1::text[]) AS k(v) CROSS JOIN LATERAL
+         (SELECT ${BRANCH.columns} FROM ${s}.branches WHERE thread_id = k.v ORDER BY seq FOR NO KEY UPDATE) x`,
+      [ids],
+    );
+    const threads = await this.#rows(probeEach(`${s}.threads`, '$1', 'id = k.v', THREAD.columns), [
+      ids,
+    ]);
+    const checkpoints = await this.#rows(
+      `SELECT x.* FROM unnest($1::text[]) AS k(v) CROSS JOIN LATERAL
+         (SELECT ${CHECKPOINT.columns} FROM ${s}.checkpoints WHERE thread_id = k.v ORDER BY seq) x`,
+      [ids],
+    );
+    const found = branches.map(BRANCH.decode);
+    const marked = checkpoints.map(CHECKPOINT.decode);
+    const wanted = new Set<string>();
+    for (const b of found) {
+      if (b.headMessageId !== null) wanted.add(b.headMessageId);
+      if (b.forkMessageId !== null) wanted.add(b.forkMessageId);
+    }
+    for (const c of marked) wanted.add(c.messageId);
+    const messages =
+      wanted.size === 0
+        ? []
+        : await this.#rows(probeEach(`${s}.messages`, '$1', 'id = k.v', MESSAGE.columns), [
+            [...wanted],
+          ]);
+    const running = await this.#rows(
+      `SELECT k.v AS id FROM unnest($1::text[]) AS k(v) CROSS JOIN LATERAL
+         (SELECT 1 FROM ${s}.turns WHERE thread_id = k.v AND status = 'running' LIMIT 1) x`,
+      [ids],
+    );
+    return {
+      threads: threads.map(THREAD.decode),
+      branches: found,
+      checkpoints: marked,
+      messages: messages.map(MESSAGE.decode),
+      leases: leases.map(LEASE.decode),
+      running: running.map((r) => r.id as string),
+    };
+  }
+
+  async getLatestStateCommits(queries: BranchCommitQuery[]): Promise<Array<StateCommit | null>> {
+    const s = this.#s;
+    // Each query's newest segment whose summary allows a match, one probe each; a query
+    // whose match is not in it (a summary says "maybe") asks again on its own.
+    const where = `WHERE branch_id = k.b AND first_version < k.below AND (NOT k.snap OR has_snapshot)
+      AND (k.depth IS NULL OR min_depth <= k.depth)`;
+    const rows = await this.#rows(
+      `SELECT k.i, x.thread_id, x.first_version, x.commits
+       FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::bigint[]) WITH ORDINALITY AS k(b, below, snap, depth, i)
+       CROSS JOIN LATERAL (
+         (SELECT ${LOG_COLUMNS} FROM ${s}.state_tail ${where})
+         UNION ALL
+         (SELECT ${LOG_COLUMNS} FROM ${s}.state_segments ${where} ORDER BY first_version DESC LIMIT 1)
+         ORDER BY first_version DESC LIMIT 1) x`,
+      [
+        queries.map((q) => q.branchId),
+        queries.map((q) => (q.maxVersion ?? Number.MAX_SAFE_INTEGER) + 1),
+        queries.map((q) => q.withSnapshot === true),
+        queries.map((q) => q.maxMessageDepth ?? null),
+      ],
+    );
+    const out: Array<StateCommit | null> = queries.map(() => null);
+    for (const r of rows) {
+      const i = Number(r.i) - 1;
+      const { branchId, ...q } = queries[i]!;
+      const found = this.#commitsOf(branchId, r).findLast((c) => matchesLatest(c, q));
+      // Not in its newest candidate segment: an older one may hold it.
+      out[i] = found ?? (await this.getLatestStateCommit(branchId, q));
+    }
+    return out;
+  }
+
+  async sweepDelete(d: SweepDeletes): Promise<SweepDeleted> {
+    const s = this.#s;
+    const out: SweepDeleted = { turns: 0, branches: [], stateCommits: 0 };
+    if (d.turns.length > 0) {
+      const found = await this.#rows(
+        `SELECT x.ctid FROM unnest($1::text[], $2::bigint[]) AS k(v, before) CROSS JOIN LATERAL
+           (SELECT ctid FROM ${s}.turns WHERE thread_id = k.v AND started_at < k.before
+              AND status <> 'running' FOR UPDATE) x`,
+        [d.turns.map((t) => t.threadId), d.turns.map((t) => t.before)],
+      );
+      out.turns = await this.#deleteTids(`${s}.turns`, found);
+    }
+    if (d.branches.length > 0) {
+      // Their state logs go by ON DELETE CASCADE; counted first.
+      const [counted] = await this.#rows(
+        `SELECT COALESCE(sum(x.n), 0) AS n FROM unnest($1::text[]) AS k(v) CROSS JOIN LATERAL
+           (SELECT last_version - first_version + 1 AS n FROM ${s}.state_segments WHERE branch_id = k.v
+            UNION ALL
+            SELECT last_version - first_version + 1 FROM ${s}.state_tail WHERE branch_id = k.v) x`,
+        [d.branches],
+      );
+      const gone = await this.#deleteEach(`${s}.branches`, 'id = k.v', [d.branches], 'id');
+      out.branches = gone.map((r) => r.id as string);
+      // Locked by the sweep (`sweepFacts`), each is still there: all or none counted.
+      if (gone.length > 0) out.stateCommits += Number(counted!.n);
+    }
+    if (d.stateCuts.length > 0) out.stateCommits += await this.#cutStateLogs(d.stateCuts);
+    return out;
+  }
+
+  /**
+   * `deleteStateCommits` for several branches at once: every segment that starts below its
+   * branch's cut is deleted, and one that straddles it is written again without the
+   * commits below (its later versions keep their numbers).
+   */
+  async #cutStateLogs(cuts: Array<{ branchId: string; beforeVersion: number }>): Promise<number> {
+    const s = this.#s;
+    const where = 'WHERE branch_id = k.v AND first_version < k.cut';
+    // The straddling segment's commits travel back to be rewritten; the others' do not.
+    const columns = `ctid, branch_id, thread_id, first_version, last_version,
+      CASE WHEN last_version >= k.cut THEN commits END AS commits`;
+    // No row locks: the sweep holds the branches' (`sweepFacts`), which every append takes,
+    // so these rows stay where they are until the deletes below.
+    const rows = await this.#rows(
+      `SELECT x.*, k.cut FROM unnest($1::text[], $2::bigint[]) AS k(v, cut) CROSS JOIN LATERAL (
+         SELECT 'state_segments' AS t, ${columns} FROM ${s}.state_segments ${where}
+         UNION ALL
+         SELECT 'state_tail', ${columns} FROM ${s}.state_tail ${where}) x`,
+      [cuts.map((c) => c.branchId), cuts.map((c) => c.beforeVersion)],
+    );
+    let deleted = 0;
+    const rewrite: Record<'state_segments' | 'state_tail', Array<Segment & Row>> = {
+      state_segments: [],
+      state_tail: [],
+    };
+    for (const r of rows) {
+      const [first, last, cut] = [Number(r.first_version), Number(r.last_version), Number(r.cut)];
+      if (last < cut) {
+        deleted += last - first + 1;
+        continue;
+      }
+      const all = this.#commitsOf(r.branch_id as string, r);
+      const kept = all.filter((c) => c.version >= cut);
+      deleted += all.length - kept.length;
+      const segments = keptSegments(kept, r.t === 'state_tail');
+      const tail = r.t === 'state_tail' ? segments.pop() : undefined;
+      for (const g of segments) rewrite.state_segments.push({ ...r, ...g });
+      if (tail) rewrite.state_tail.push({ ...r, ...tail });
+    }
+    for (const t of ['state_segments', 'state_tail'] as const)
+      await this.#deleteTids(
+        `${s}.${t}`,
+        rows.filter((r) => r.t === t),
+      );
+    for (const t of ['state_segments', 'state_tail'] as const) {
+      const gs = rewrite[t];
+      if (gs.length === 0) continue;
+      await this.#q.query(
+        `INSERT INTO ${s}.${t} (branch_id, first_version, last_version, has_snapshot, min_depth, commits, thread_id)
+         SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bool[], $5::int[], $6::bytea[], $7::text[])`,
+        [
+          gs.map((g) => g.branch_id),
+          gs.map((g) => g.firstVersion),
+          gs.map((g) => g.lastVersion),
+          gs.map((g) => g.hasSnapshot),
+          gs.map((g) => g.minDepth),
+          gs.map((g) => Buffer.from(g.commits)),
+          gs.map((g) => g.thread_id),
+        ],
+      );
+    }
+    return deleted;
+  }
+
+  /** Deletes these locked rows of `table` by address (constants: see `#deleteEach`); how many. */
+  async #deleteTids(table: string, rows: Row[]): Promise<number> {
+    if (rows.length === 0) return 0;
+    const tids = rows.map((r) => {
+      const tid = String(r.ctid);
+      if (!/^\(\d+,\d+\)$/.test(tid)) throw new Error(`unexpected row address ${tid}`);
+      return `'${tid}'`;
+    });
+    const sql = `DELETE FROM ${table} WHERE ctid = ANY(ARRAY[${tids.join(', ')}]::tid[])`;
+    return (await this.#q.query(sql)).rowCount;
   }
 
   async countThreadRows(threadId: string): Promise<ThreadRowCounts> {

@@ -170,6 +170,32 @@ export function segmentsOf(commits: Iterable<StateCommit>): Segment[] {
   return tail ? [...out, tail] : out;
 }
 
+/**
+ * What is left of a segment once its oldest commits are cut (`kept`, consecutive, in order),
+ * as segments, the last the tail when `tail`: packed once, as one segment, where that fits
+ * (a part of a segment that fitted mostly does), else as `segmentsOf` packs them, an append
+ * at a time.
+ */
+export function keptSegments(kept: StateCommit[], tail: boolean): Segment[] {
+  const first = kept[0];
+  if (!first) return [];
+  const text = `[${kept.map((c) => JSON.stringify([c.messageId, c.messageDepth, c.update, c.snapshot, c.createdAt] satisfies Entry)).join(',')}]`;
+  // A tail is packed fast, a sealed segment at full quality (see `appendTo`).
+  const commits = tail ? packText(text, FAST) : packText(text);
+  if (commits.byteLength > segmentBytes(first) || kept.length > SEGMENT_COMMITS)
+    return segmentsOf(kept);
+  if (tail) remember(first.branchId, { commits, text });
+  return [
+    {
+      firstVersion: first.version,
+      lastVersion: kept.at(-1)!.version,
+      hasSnapshot: kept.some((c) => c.snapshot !== null),
+      minDepth: Math.min(...kept.map((c) => c.messageDepth ?? -1)),
+      commits,
+    },
+  ];
+}
+
 /** The commits of a segment of branch `branchId` in thread `threadId`, oldest first. */
 export function commitsOf(
   branchId: string,

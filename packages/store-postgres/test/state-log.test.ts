@@ -8,7 +8,13 @@ import { createPostgresStore } from '../src/index.js';
 import { ident } from '../src/migrations.js';
 import { packText, unpackText } from '../src/packed.js';
 import { type Queryable, sessionQueryable } from '../src/queryable.js';
-import { SEGMENT_COMMITS, segmentBytes } from '../src/state-log.js';
+import {
+  commitsOf,
+  keptSegments,
+  SEGMENT_COMMITS,
+  segmentBytes,
+  segmentsOf,
+} from '../src/state-log.js';
 import { describeServer, dropSchema, freshSchema, POSTGRES_URL, withClient } from './support.js';
 
 const WORDS = ['plan', 'search', 'cite', 'river', 'budget', 'the', 'draft', 'tool', 'result'];
@@ -348,4 +354,45 @@ describeServer('the state log in segments, on the server', () => {
       }
     },
   );
+});
+
+describe('keptSegments', () => {
+  const commit = (version: number, bytes: number): StateCommit => ({
+    branchId: 'b',
+    threadId: 't',
+    version,
+    messageId: null,
+    messageDepth: version % 3,
+    update: { v: version, text: Array.from({ length: bytes / 36 }, () => randomUUID()).join('') },
+    snapshot: version % 4 === 0 ? { v: version } : null,
+    createdAt: 1_000 + version,
+  });
+  const unpacked = (segments: ReturnType<typeof keptSegments>) =>
+    segments.flatMap((g) => commitsOf('b', 't', g.firstVersion, g.commits));
+
+  it('holds exactly the commits kept, in one segment when they fit, else split as appends split them', () => {
+    for (const tail of [true, false]) {
+      const small = Array.from({ length: 12 }, (_, i) => commit(i + 5, 36));
+      const one = keptSegments(small, tail);
+      expect(one).toHaveLength(1);
+      expect(one[0]).toMatchObject({
+        firstVersion: 5,
+        lastVersion: 16,
+        hasSnapshot: true,
+        minDepth: 0,
+      });
+      expect(unpacked(one)).toEqual(small);
+      // Too many bytes for one segment: as `segmentsOf` packs them.
+      const large = Array.from({ length: 40 }, (_, i) => commit(i + 5, 360));
+      const split = keptSegments(large, tail);
+      expect(split.length).toBeGreaterThan(1);
+      expect(split.map((g) => [g.firstVersion, g.lastVersion])).toEqual(
+        segmentsOf(large).map((g) => [g.firstVersion, g.lastVersion]),
+      );
+      expect(unpacked(split)).toEqual(large);
+      for (const g of split)
+        expect(g.commits.byteLength).toBeLessThanOrEqual(segmentBytes(large[0]!));
+    }
+    expect(keptSegments([], true)).toEqual([]);
+  });
 });

@@ -10,8 +10,9 @@ import type {
   Thread,
   Turn,
 } from '@cairn/core';
-import type { EmbeddingSpace, StoreCapabilities } from '@cairn/store';
+import { type EmbeddingSpace, runLeaseKey, type StoreCapabilities } from '@cairn/store';
 import type {
+  BranchCommitQuery,
   DataKeyRow,
   Driver,
   DriverMemoryFilter,
@@ -23,6 +24,9 @@ import type {
   MessageJump,
   SessionOptions,
   StoredLease,
+  SweepDeleted,
+  SweepDeletes,
+  SweepFacts,
   Tenant,
   ThreadRow,
   ThreadRowCounts,
@@ -838,6 +842,95 @@ class SqliteSession implements DriverSession {
         )
         .run({ ...row, expectedWrapped }).changes === 1
     );
+  }
+
+  // ---------------------------------------------------------------- sweeping
+
+  sweepFacts(threadIds: string[]): SweepFacts {
+    // Write sessions exclude each other: nothing to lock.
+    const ids = json(threadIds);
+    const ofThreads = `thread_id ${IN_LIST} ORDER BY thread_id, seq`;
+    return {
+      threads: this.#list(THREADS, `WHERE id ${IN_LIST}`, ids),
+      branches: this.#list(BRANCHES, `WHERE ${ofThreads}`, ids),
+      checkpoints: this.#list(CHECKPOINTS, `WHERE ${ofThreads}`, ids),
+      messages: this.#raw(
+        `SELECT ${MESSAGE_COLUMNS} FROM cairn_messages WHERE id IN (
+           SELECT head_message_id FROM cairn_branches WHERE thread_id ${IN_LIST}
+           UNION SELECT fork_message_id FROM cairn_branches WHERE thread_id ${IN_LIST}
+           UNION SELECT message_id FROM cairn_checkpoints WHERE thread_id ${IN_LIST})`,
+        messageFromRow,
+        ids,
+        ids,
+        ids,
+      ),
+      leases: this.#list(LEASES, `WHERE key ${IN_LIST}`, json(threadIds.map(runLeaseKey))),
+      running: this.#raw(
+        `SELECT DISTINCT thread_id FROM cairn_turns WHERE thread_id ${IN_LIST} AND status = 'running'`,
+        (r) => r[0] as string,
+        ids,
+      ),
+    };
+  }
+
+  getLatestStateCommits(queries: BranchCommitQuery[]): Array<StateCommit | null> {
+    // One statement: each query finds its commit's rowid by a backward scan of the key.
+    const rows = this.#c
+      .sql(
+        `WITH q(i, b, s, v, d) AS (
+           SELECT key, value ->> '$[0]', value ->> '$[1]', value ->> '$[2]', value ->> '$[3]'
+           FROM json_each(?))
+         SELECT q.i AS i, ${COMMITS.columns} FROM q JOIN cairn_state_commits ON cairn_state_commits.rowid = (
+           SELECT c.rowid FROM cairn_state_commits c
+           WHERE c.branch_id = q.b AND (q.s = 0 OR c.snapshot IS NOT NULL)
+             AND (q.v IS NULL OR c.version <= q.v)
+             AND (q.d IS NULL OR coalesce(c.message_depth, -1) <= q.d)
+           ORDER BY c.version DESC LIMIT 1)`,
+      )
+      .all(
+        json(
+          queries.map((q) => [
+            q.branchId,
+            q.withSnapshot ? 1 : 0,
+            q.maxVersion ?? null,
+            q.maxMessageDepth ?? null,
+          ]),
+        ),
+      ) as Fields[];
+    const out: Array<StateCommit | null> = queries.map(() => null);
+    for (const r of rows) out[r.i as number] = COMMITS.decode(r);
+    return out;
+  }
+
+  sweepDelete(d: SweepDeletes): SweepDeleted {
+    const turns =
+      d.turns.length === 0
+        ? 0
+        : this.#run(
+            `DELETE FROM cairn_turns WHERE status <> 'running' AND id IN (
+               SELECT t.id FROM json_each(?) q JOIN cairn_turns t
+                 ON t.thread_id = q.value ->> '$[0]' AND t.started_at < q.value ->> '$[1]')`,
+            json(d.turns.map((t) => [t.threadId, t.before])),
+          );
+    let stateCommits = 0;
+    let branches: string[] = [];
+    if (d.branches.length > 0) {
+      const ids = json(d.branches);
+      stateCommits += this.#run(`DELETE FROM cairn_state_commits WHERE branch_id ${IN_LIST}`, ids);
+      branches = this.#raw(
+        `DELETE FROM cairn_branches WHERE id ${IN_LIST} RETURNING id`,
+        (r) => r[0] as string,
+        ids,
+      );
+    }
+    if (d.stateCuts.length > 0)
+      stateCommits += this.#run(
+        `DELETE FROM cairn_state_commits WHERE rowid IN (
+           SELECT c.rowid FROM json_each(?) q JOIN cairn_state_commits c
+             ON c.branch_id = q.value ->> '$[0]' AND c.version < q.value ->> '$[1]')`,
+        json(d.stateCuts.map((c) => [c.branchId, c.beforeVersion])),
+      );
+    return { turns, branches, stateCommits };
   }
 
   countThreadRows(threadId: string): ThreadRowCounts {

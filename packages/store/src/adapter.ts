@@ -6,6 +6,7 @@
  * import from `@cairn/store`.
  */
 export type {
+  BranchCommitQuery,
   DataKeyRow,
   Driver,
   DriverMemoryFilter,
@@ -21,6 +22,9 @@ export type {
   SessionOptions,
   StateCommitDraft,
   StoredLease,
+  SweepDeleted,
+  SweepDeletes,
+  SweepFacts,
   ThreadRow,
   ThreadRowCounts,
   Tombstone,

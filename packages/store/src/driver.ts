@@ -167,6 +167,48 @@ export interface DataKeyRow {
   createdAt: Timestamp;
 }
 
+/**
+ * What `Store.sweep` decides a page of threads on, as `DriverSession.sweepFacts` reads it:
+ * rows of the threads asked for that exist, in any order.
+ */
+export interface SweepFacts {
+  threads: Thread[];
+  /** Their branches, in creation order (`seq` ascending) within each thread. */
+  branches: Branch[];
+  /** The messages these branches' heads and forks and these checkpoints name. */
+  messages: Message[];
+  /** Their named checkpoints, in creation order within each thread. */
+  checkpoints: Checkpoint[];
+  /** Their run leases (`runLeaseKey`) that exist. */
+  leases: StoredLease[];
+  /** The threads among them with a `running` turn. */
+  running: string[];
+}
+
+/** One question of `DriverSession.getLatestStateCommits`: a branch and `getLatestStateCommit`'s conditions. */
+export interface BranchCommitQuery extends LatestCommitConditions {
+  branchId: string;
+}
+
+/** The deletes of a page of `Store.sweep`, as `DriverSession.sweepDelete` receives them. */
+export interface SweepDeletes {
+  /** For each thread, `purgeTurns(before, threadId)`. */
+  turns: Array<{ threadId: string; before: Timestamp }>;
+  /** For each, `deleteBranch(branchId)`. */
+  branches: string[];
+  /** For each (each branch at most once), `deleteStateCommits(branchId, beforeVersion)`. */
+  stateCuts: Array<{ branchId: string; beforeVersion: number }>;
+}
+
+/** What `DriverSession.sweepDelete` deleted. */
+export interface SweepDeleted {
+  turns: number;
+  /** The branches deleted (of those asked for, the ones that existed). */
+  branches: string[];
+  /** State commits deleted: with the branches and by the cuts. */
+  stateCommits: number;
+}
+
 /** How many rows of each kind are under a thread, as `countThreadRows` reports them. */
 export interface ThreadRowCounts {
   messages: number;
@@ -550,6 +592,30 @@ export interface DriverSession {
    * Drivers whose write sessions exclude each other leave it out.
    */
   lockSubjects?(keys: TombstoneKey[], exclusive: boolean): MaybePromise<void>;
+  // ---------------------------------------------------------------- sweeping
+
+  /**
+   * Optional, for `Store.sweep`, which reads a page of threads at once: the rows
+   * `SweepFacts` lists, for these threads, in a few statements (set-based, not a series
+   * per thread). Only called in write sessions. A driver with `lockBranch` first locks, as
+   * they do, the threads' run leases (as `lockLease`) and then their branches (as
+   * `lockBranch`, waiting at most `lockTimeoutMs` in all), so that nothing the sweep decides
+   * on changes before the session ends. Without it the front door calls the methods above
+   * thread by thread.
+   */
+  sweepFacts?(threadIds: string[], lockTimeoutMs: number): MaybePromise<SweepFacts>;
+  /**
+   * Optional: `getLatestStateCommit` for each query, answers in the queries' order, in a
+   * few statements. Without it the front door asks query by query.
+   */
+  getLatestStateCommits?(queries: BranchCommitQuery[]): MaybePromise<Array<StateCommit | null>>;
+  /**
+   * Optional, for `Store.sweep`: the deletes `SweepDeletes` lists, in a few statements
+   * (set-based). Without it the front door calls `purgeTurns`, `deleteBranch` and
+   * `deleteStateCommits` one by one.
+   */
+  sweepDelete?(deletes: SweepDeletes): MaybePromise<SweepDeleted>;
+
   /** How many messages, branches, state commits, checkpoints and turns the thread has. */
   countThreadRows(threadId: string): MaybePromise<ThreadRowCounts>;
   /** The content hashes among these that a stored memory has, in any order. */

@@ -19,12 +19,16 @@ import {
   type Turn,
 } from '@cairn/core';
 import type {
+  BranchCommitQuery,
   DataKeyRow,
   Driver,
   DriverMemoryFilter,
   DriverSession,
   StateCommitDraft,
   StoredLease,
+  SweepDeleted,
+  SweepDeletes,
+  SweepFacts,
   Tombstone,
   TombstoneKey,
 } from './driver.js';
@@ -41,8 +45,8 @@ import { cosineSimilarity, searchTerms } from './memory-search.js';
 import {
   checkRetentionPolicy,
   checkSweepOptions,
-  planStateCut,
   type ResolvedPolicy,
+  stateCutFloor,
   sweepRestMs,
   threadPolicy,
 } from './retention.js';
@@ -526,6 +530,113 @@ const yieldToOthers = () =>
 function chunks<T>(items: T[], size: number): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/**
+ * Threads `sweep` decides on and deletes from in one write session: few enough that the
+ * session is short (on SQLite it holds the one writer lock that callers wait for), enough
+ * that its set-based statements are shared by several threads.
+ */
+const SWEEP_CHUNK = 8;
+/** How long a write session of several threads of a sweep waits for a lock (see `sweepFactsOf`). */
+const SWEEP_PART_LOCK_MS = 100;
+
+/** What a part of a sweep found and freed. */
+interface PartReport {
+  scanned: number;
+  busy: number;
+  invalid: number;
+  freed: Partial<SweepReport['freed']>;
+}
+
+function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const group = out.get(k);
+    if (group) group.push(item);
+    else out.set(k, [item]);
+  }
+  return out;
+}
+
+/** `DriverSession.sweepFacts`, or the same rows thread by thread for a driver without it. */
+async function sweepFactsOf(s: DriverSession, ids: string[]): Promise<SweepFacts> {
+  // Several threads wait briefly: while one waits for a lock, the others' writers wait for
+  // the locks it holds already. A part that gave up is swept again a thread at a time.
+  const waitMs = ids.length > 1 ? SWEEP_PART_LOCK_MS : DEFAULT_LOCK_TIMEOUT_MS;
+  if (s.sweepFacts) return s.sweepFacts(ids, waitMs);
+  const facts: SweepFacts = {
+    threads: [],
+    branches: [],
+    messages: [],
+    checkpoints: [],
+    leases: [],
+    running: [],
+  };
+  const seen = new Set<string>();
+  const message = async (id: string | null) => {
+    if (id === null || seen.has(id)) return;
+    seen.add(id);
+    const m = await s.getMessage(id);
+    if (m) facts.messages.push(m);
+  };
+  for (const id of ids) {
+    const lease = await lockLease(s, runLeaseKey(id));
+    let branches = await s.listBranches(id);
+    if (s.lockBranch) {
+      for (const b of branches) await s.lockBranch(b.id, waitMs);
+      // Listed again under the locks.
+      branches = await s.listBranches(id);
+    }
+    // Not the thread's lock: a save holds it (key share) while it waits for its branch's.
+    const thread = await s.getThread(id);
+    if (!thread) continue;
+    facts.threads.push(thread);
+    if (lease) facts.leases.push(lease);
+    facts.branches.push(...branches);
+    const checkpoints = await s.listCheckpoints(id);
+    facts.checkpoints.push(...checkpoints);
+    for (const b of branches) {
+      await message(b.headMessageId);
+      await message(b.forkMessageId);
+    }
+    for (const c of checkpoints) await message(c.messageId);
+    const turns = await s.listTurns(id, Number.MAX_SAFE_INTEGER);
+    if (turns.some((t) => t.status === 'running')) facts.running.push(id);
+  }
+  return facts;
+}
+
+/** `DriverSession.getLatestStateCommits`, or query by query for a driver without it. */
+async function latestCommitsOf(
+  s: DriverSession,
+  queries: BranchCommitQuery[],
+): Promise<Array<StateCommit | null>> {
+  if (queries.length === 0) return [];
+  if (s.getLatestStateCommits) return s.getLatestStateCommits(queries);
+  const out: Array<StateCommit | null> = [];
+  for (const { branchId, ...conditions } of queries)
+    out.push(await s.getLatestStateCommit(branchId, conditions));
+  return out;
+}
+
+/** `DriverSession.sweepDelete`, or delete by delete for a driver without it. */
+async function sweepDeleteOf(s: DriverSession, d: SweepDeletes): Promise<SweepDeleted> {
+  const none = d.turns.length === 0 && d.branches.length === 0 && d.stateCuts.length === 0;
+  if (none) return { turns: 0, branches: [], stateCommits: 0 };
+  if (s.sweepDelete) return s.sweepDelete(d);
+  const out: SweepDeleted = { turns: 0, branches: [], stateCommits: 0 };
+  for (const t of d.turns) out.turns += await s.purgeTurns(t.before, t.threadId);
+  for (const id of d.branches) {
+    const commits = await s.deleteBranch(id);
+    if (commits === null) continue;
+    out.branches.push(id);
+    out.stateCommits += commits;
+  }
+  for (const c of d.stateCuts)
+    out.stateCommits += await s.deleteStateCommits(c.branchId, c.beforeVersion);
   return out;
 }
 
@@ -1960,26 +2071,17 @@ class FrontDoor implements Store {
         );
       };
       sweeping: for await (const ids of pages) {
-        for (const id of ids) {
+        for (const part of chunks(ids, SWEEP_CHUNK)) {
           await this.#waitForQueuedSessions(o.leaseTtlMs / 4);
           const started = performance.now();
-          const sweepThread = (s: DriverSession, touch: Touch) =>
-            this.#sweepThread(s, touch, id, rules);
-          const done = await (o.dryRun
-            ? this.#rolledBack(sweepThread)
-            : this.#write(sweepThread)
-          ).catch((e: unknown) => {
-            // A branch locked longer than the store waits is in use: the thread is busy.
-            if (!isCairnError(e, 'TIMEOUT')) throw e;
-            return { scanned: 1, busy: true, invalid: false, freed: {} };
-          });
+          const done = await this.#sweepPart(part, rules, o.dryRun);
           report.scanned += done.scanned;
-          if (done.busy) report.busy++;
-          if (done.invalid) report.invalid++;
+          report.busy += done.busy;
+          report.invalid += done.invalid;
           for (const [k, n] of Object.entries(done.freed))
             report.freed[k as keyof SweepReport['freed']] += n;
-          // Off the hot path: writers that queued meanwhile go before the next thread, and
-          // the sweep rests in proportion to what the thread cost (its duty cycle).
+          // Off the hot path: writers that queued meanwhile go before the next threads, and
+          // the sweep rests in proportion to what they cost (its duty cycle).
           // At most a third of the lease's TTL, so that the lease is renewed in time.
           const rest = Math.min(
             sweepRestMs(performance.now() - started, o.dutyCycle),
@@ -2049,138 +2151,221 @@ class FrontDoor implements Store {
   }
 
   /**
-   * One thread of `sweep`, in its own write session. Its run lease and branches are locked
-   * first (the order writers take them in), so that no run starts, no head moves and no
-   * state is committed between what the rules decide and the session's commit. Deleting
-   * an idle thread also locks the thread, as `deleteThread`'s `idleSince` does.
+   * A few threads of `sweep` (a part of a page), in one write session; when a lock of one
+   * of them is held longer than the store waits (TIMEOUT), each thread again in a session of
+   * its own, and a thread still locked is busy.
    */
-  async #sweepThread(
+  async #sweepPart(ids: string[], rules: ResolvedPolicy, dryRun: boolean): Promise<PartReport> {
+    try {
+      const sweep = (s: DriverSession, touch: Touch) => this.#sweepThreads(s, touch, ids, rules);
+      return await (dryRun ? this.#rolledBack(sweep) : this.#write(sweep));
+    } catch (e) {
+      // A branch locked longer than the store waits is in use: the thread is busy.
+      if (!isCairnError(e, 'TIMEOUT')) throw e;
+      if (ids.length === 1) return { scanned: 1, busy: 1, invalid: 0, freed: {} };
+    }
+    const all: PartReport = { scanned: 0, busy: 0, invalid: 0, freed: {} };
+    for (const id of ids) {
+      const one = await this.#sweepPart([id], rules, dryRun);
+      all.scanned += one.scanned;
+      all.busy += one.busy;
+      all.invalid += one.invalid;
+      for (const [k, n] of Object.entries(one.freed)) {
+        const key = k as keyof SweepReport['freed'];
+        all.freed[key] = (all.freed[key] ?? 0) + n;
+      }
+    }
+    return all;
+  }
+
+  /**
+   * Threads of `sweep`, in one write session, set-based: their rows read at once
+   * (`sweepFacts`, which first locks their run leases and branches, the order writers take
+   * them in, so that no run starts, no head moves and no state is committed between what
+   * the rules decide and the session's commit), the rules decided here, and the deletes
+   * made at once (`sweepDelete`). Deleting an idle thread also locks the thread, as
+   * `deleteThread`'s `idleSince` does.
+   */
+  async #sweepThreads(
     s: DriverSession,
     touch: Touch,
-    id: string,
+    ids: string[],
     rules: ResolvedPolicy,
-  ): Promise<{
-    scanned: number;
-    busy: boolean;
-    invalid: boolean;
-    freed: Partial<SweepReport['freed']>;
-  }> {
+  ): Promise<PartReport> {
     const now = this.#d.now();
     const freed: Partial<SweepReport['freed']> = {};
-    const result = { scanned: 0, busy: false, invalid: false, freed };
-    const lease = await lockLease(s, runLeaseKey(id));
-    let branches = await s.listBranches(id);
-    if (s.lockBranch) for (const b of branches) await s.lockBranch(b.id, DEFAULT_LOCK_TIMEOUT_MS);
-    // Not the thread's lock: a save holds it (key share) while it waits for its branch's.
-    const thread = await s.getThread(id);
-    if (!thread) return result;
-    result.scanned = 1;
-    const policy = threadPolicy(rules, thread.metadata);
-    if (policy === 'invalid') result.invalid = true;
-    if (policy === null || policy === 'invalid') return result;
-
-    if (
-      policy.threadTtlMs !== null &&
-      (await this.#idleSince(s, id, now - policy.threadTtlMs, true))
-    ) {
-      const under = await s.countThreadRows(id);
-      if (await s.deleteThread(id)) {
-        Object.assign(freed, { threads: 1, ...under });
-        touch({ threadId: id, kind: 'thread' });
+    const add = (k: keyof SweepReport['freed'], n: number) => {
+      if (n > 0) freed[k] = (freed[k] ?? 0) + n;
+    };
+    const result: PartReport = { scanned: 0, busy: 0, invalid: 0, freed };
+    const facts = await sweepFactsOf(s, ids);
+    const messages = new Map(facts.messages.map((m) => [m.id, m]));
+    const leases = new Map(facts.leases.map((l) => [l.key, l]));
+    const running = new Set(facts.running);
+    const branchesOf = groupBy(facts.branches, (b) => b.threadId);
+    const checkpointsOf = groupBy(facts.checkpoints, (c) => c.threadId);
+    const deletes: SweepDeletes = { turns: [], branches: [], stateCuts: [] };
+    /** The threads whose branches the rules look at, with what they keep. */
+    const plans: Array<{
+      id: string;
+      policy: ResolvedPolicy;
+      branches: Branch[];
+      marks: Message[];
+    }> = [];
+    for (const thread of facts.threads) {
+      const id = thread.id;
+      result.scanned++;
+      const policy = threadPolicy(rules, thread.metadata);
+      if (policy === 'invalid') result.invalid++;
+      if (policy === null || policy === 'invalid') continue;
+      if (
+        policy.threadTtlMs !== null &&
+        (await this.#idleSince(s, id, now - policy.threadTtlMs, true))
+      ) {
+        const under = await s.countThreadRows(id);
+        if (await s.deleteThread(id)) {
+          add('threads', 1);
+          for (const [k, n] of Object.entries(under)) add(k as keyof SweepReport['freed'], n);
+          touch({ threadId: id, kind: 'thread' });
+        }
+        continue;
       }
-      return result;
+      if (policy.turnTtlMs !== null)
+        deletes.turns.push({ threadId: id, before: now - policy.turnTtlMs });
+      const lease = leases.get(runLeaseKey(id));
+      if (running.has(id) || (lease && lease.releasedAt === null && lease.expiresAt > now)) {
+        result.busy++;
+        continue;
+      }
+      if (policy.branchTtlMs === null && policy.keepStateCommits === null) continue;
+      // The named checkpoints' messages, to find their branches.
+      const marks = (checkpointsOf.get(id) ?? []).flatMap((c) => messages.get(c.messageId) ?? []);
+      plans.push({ id, policy, branches: branchesOf.get(id) ?? [], marks });
     }
-    if (policy.turnTtlMs !== null) freed.turns = await s.purgeTurns(now - policy.turnTtlMs, id);
-    const running = (await s.listTurns(id, Number.MAX_SAFE_INTEGER)).some(
-      (t) => t.status === 'running',
-    );
-    if (running || (lease && lease.releasedAt === null && lease.expiresAt > now)) {
-      result.busy = true;
-      return result;
-    }
-    if (policy.branchTtlMs === null && policy.keepStateCommits === null) return result;
 
-    // Listed again under the locks; the named checkpoints' messages, to find their branches.
-    branches = await s.listBranches(id);
-    const marks: Message[] = [];
-    for (const c of await s.listCheckpoints(id)) {
-      const m = await s.getMessage(c.messageId);
-      if (m) marks.push(m);
-    }
     const onChain = async (b: Branch, m: Message) => {
       if (b.headMessageId === null) return false;
       if (b.headMessageId === m.id) return true;
-      const head = await s.getMessage(b.headMessageId);
+      const head = messages.get(b.headMessageId);
       if (!head || head.depth <= m.depth) return false;
       const [at] = await s.getChain(head.id, m.depth, m.depth);
       return at?.id === m.id;
     };
-
     const holdsAny = async (b: Branch, ms: Message[]) => {
       for (const m of ms) if (await onChain(b, m)) return true;
       return false;
     };
+    const latest = new Map<string, StateCommit | null>();
+    const all = plans.flatMap((p) => p.branches);
+    const found = await latestCommitsOf(
+      s,
+      all.map((b) => ({ branchId: b.id })),
+    );
+    for (const [i, b] of all.entries()) latest.set(b.id, found[i]!);
 
-    if (policy.branchTtlMs !== null) {
-      const since = now - policy.branchTtlMs;
+    const dropped: Branch[] = [];
+    for (const p of plans) {
+      if (p.policy.branchTtlMs === null) continue;
+      const since = now - p.policy.branchTtlMs;
       // Dropping a branch may leave its parent with no child: look again until none goes.
-      for (let dropped = true; dropped; ) {
-        dropped = false;
-        for (const b of branches) {
+      for (let again = true; again; ) {
+        again = false;
+        for (const b of p.branches) {
           if (b.isActive || b.createdAt >= since) continue;
-          if (branches.some((c) => c.parentBranchId === b.id)) continue;
-          const head = b.headMessageId === null ? null : await s.getMessage(b.headMessageId);
+          if (p.branches.some((c) => c.parentBranchId === b.id)) continue;
+          const head = b.headMessageId === null ? null : messages.get(b.headMessageId);
           if (head && head.createdAt >= since) continue;
-          const latest = await s.getLatestStateCommit(b.id, {});
-          if (latest && latest.createdAt >= since) continue;
-          if (await holdsAny(b, marks)) continue;
-          const commits = await s.deleteBranch(b.id);
-          if (commits === null) continue;
-          freed.branches = (freed.branches ?? 0) + 1;
-          freed.stateCommits = (freed.stateCommits ?? 0) + commits;
-          touch({ threadId: id, kind: 'branch', branchId: b.id, headMessageId: b.headMessageId });
-          branches = branches.filter((x) => x.id !== b.id);
-          dropped = true;
+          const commit = latest.get(b.id);
+          if (commit && commit.createdAt >= since) continue;
+          if (await holdsAny(b, p.marks)) continue;
+          dropped.push(b);
+          p.branches = p.branches.filter((x) => x.id !== b.id);
+          again = true;
         }
       }
     }
+    deletes.branches = dropped.map((b) => b.id);
 
-    const keep = policy.keepStateCommits;
-    if (keep === null) return result;
     // The commits the reads a thread can still make resolve to: on each kept branch, the
     // state at its head and at each named checkpoint on its chain, read through its
     // lineage (a branch with no commit at or before that depth reads its parent's as of
-    // its fork, and so on, as `@cairn/thread` reads state).
-    const byId = new Map(branches.map((b) => [b.id, b]));
+    // its fork, and so on, as `@cairn/thread` reads state). Asked for all at once, a step
+    // of the lineage at a time; where a branch's latest commit is at or before the depth,
+    // it is the answer without asking.
     const needed = new Map<string, number[]>();
-    for (const b of branches) {
-      const depths: number[] = [];
-      const head = b.headMessageId === null ? null : await s.getMessage(b.headMessageId);
-      if (head) depths.push(head.depth);
-      for (const m of marks) if (await onChain(b, m)) depths.push(m.depth);
-      for (const depth of depths) {
-        let at = depth;
-        for (let x = byId.get(b.id); x; x = byId.get(x.parentBranchId ?? '')) {
-          const c = await s.getLatestStateCommit(x.id, { maxMessageDepth: at });
-          if (c) {
-            needed.set(x.id, [...(needed.get(x.id) ?? []), c.version]);
-            break;
-          }
-          const fork = x.forkMessageId === null ? null : await s.getMessage(x.forkMessageId);
-          if (!fork) break;
-          at = Math.min(at, fork.depth);
-        }
+    const need = (branchId: string, version: number) =>
+      needed.set(branchId, [...(needed.get(branchId) ?? []), version]);
+    type Step = { byId: Map<string, Branch>; x: Branch; at: number };
+    let steps: Step[] = [];
+    const keeping = plans.filter((p) => p.policy.keepStateCommits !== null);
+    for (const p of keeping) {
+      const byId = new Map(p.branches.map((b) => [b.id, b]));
+      for (const b of p.branches) {
+        const head = b.headMessageId === null ? null : messages.get(b.headMessageId);
+        if (head) steps.push({ byId, x: b, at: head.depth });
+        for (const m of p.marks) if (await onChain(b, m)) steps.push({ byId, x: b, at: m.depth });
       }
     }
-    for (const b of branches) {
-      const latest = await s.latestStateVersion(b.id);
-      const cut = await planStateCut(latest, keep, needed.get(b.id) ?? [], async (maxVersion) => {
-        const snap = await s.getLatestStateCommit(b.id, { withSnapshot: true, maxVersion });
-        return snap?.version ?? null;
+    while (steps.length > 0) {
+      const asked = steps.filter((st) => {
+        const c = latest.get(st.x.id);
+        if (!c || (c.messageDepth ?? -1) > st.at) return true;
+        need(st.x.id, c.version);
+        return false;
       });
-      if (cut <= 1) continue;
-      freed.stateCommits = (freed.stateCommits ?? 0) + (await s.deleteStateCommits(b.id, cut));
+      const answers = await latestCommitsOf(
+        s,
+        asked.map((st) => ({ branchId: st.x.id, maxMessageDepth: st.at })),
+      );
+      steps = [];
+      for (const [i, st] of asked.entries()) {
+        const c = answers[i];
+        if (c) {
+          need(st.x.id, c.version);
+          continue;
+        }
+        const fork = st.x.forkMessageId === null ? null : messages.get(st.x.forkMessageId);
+        const parent = st.byId.get(st.x.parentBranchId ?? '');
+        if (fork && parent)
+          steps.push({ byId: st.byId, x: parent, at: Math.min(st.at, fork.depth) });
+      }
     }
+
+    // On each kept branch, the commits below the oldest one kept (`stateCutFloor`) go, back
+    // to the snapshot its state is rebuilt from.
+    const floors: Array<{ branchId: string; floor: number }> = [];
+    for (const p of keeping)
+      for (const b of p.branches) {
+        const floor = stateCutFloor(
+          latest.get(b.id)?.version ?? 0,
+          p.policy.keepStateCommits!,
+          needed.get(b.id) ?? [],
+        );
+        if (floor !== null) floors.push({ branchId: b.id, floor });
+      }
+    const snapshots = await latestCommitsOf(
+      s,
+      floors.map((f) => ({ branchId: f.branchId, withSnapshot: true, maxVersion: f.floor })),
+    );
+    floors.forEach((f, i) => {
+      // A state with no snapshot at or before it replays from the branch's first commit.
+      const cut = snapshots[i]?.version ?? 1;
+      if (cut > 1) deletes.stateCuts.push({ branchId: f.branchId, beforeVersion: cut });
+    });
+
+    const done = await sweepDeleteOf(s, deletes);
+    add('turns', done.turns);
+    add('branches', done.branches.length);
+    add('stateCommits', done.stateCommits);
+    const gone = new Set(done.branches);
+    for (const b of dropped)
+      if (gone.has(b.id))
+        touch({
+          threadId: b.threadId,
+          kind: 'branch',
+          branchId: b.id,
+          headMessageId: b.headMessageId,
+        });
     return result;
   }
 

@@ -106,18 +106,10 @@ export function threadPolicy(
 /**
  * The oldest state version a branch must keep under `keepStateCommits`: the newest
  * `keep` commits are kept, and so is every point `kept` names (the version a read of a
- * named checkpoint or of a child branch's fork resolves to), each back to the snapshot
- * its state is rebuilt from, which `snapshotAtOrBefore` finds. Returns the version below
- * which commits may be deleted (1: none may).
+ * named checkpoint or of a child branch's fork resolves to). Null when none may go. The
+ * sweep then keeps back to the snapshot at or before it, which its state is rebuilt from.
  */
-export async function planStateCut(
-  latest: number,
-  keep: number,
-  kept: number[],
-  snapshotAtOrBefore: (version: number) => Promise<number | null>,
-): Promise<number> {
-  if (latest <= keep) return 1;
-  const lowest = Math.min(latest - keep + 1, ...kept);
-  // A state with no snapshot at or before it replays from the branch's first commit.
-  return (await snapshotAtOrBefore(lowest)) ?? 1;
+export function stateCutFloor(latest: number, keep: number, kept: number[]): number | null {
+  if (latest <= keep) return null;
+  return Math.min(latest - keep + 1, ...kept);
 }

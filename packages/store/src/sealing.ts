@@ -349,6 +349,16 @@ class PlainCalls {
   async getLatestStateCommit(...a: Parameters<DriverSession['getLatestStateCommit']>) {
     return this.#commit(await this.s.getLatestStateCommit(...a));
   }
+  async getLatestStateCommits(
+    ...a: Parameters<NonNullable<DriverSession['getLatestStateCommits']>>
+  ) {
+    return (await this.s.getLatestStateCommits!(...a)).map((c) => this.#commit(c));
+  }
+  async sweepFacts(...a: Parameters<NonNullable<DriverSession['sweepFacts']>>) {
+    const facts = await this.s.sweepFacts!(...a);
+    for (const m of facts.messages) this.#message(m);
+    return facts;
+  }
   async getMemory(id: string) {
     return this.#memory(await this.s.getMemory(id));
   }
@@ -584,6 +594,18 @@ class SealedCalls {
   async getLatestStateCommit(...a: Parameters<DriverSession['getLatestStateCommit']>) {
     const c = await this.s.getLatestStateCommit(...a);
     return c && (await this.#openCommits([c]))[0]!;
+  }
+  async getLatestStateCommits(
+    ...a: Parameters<NonNullable<DriverSession['getLatestStateCommits']>>
+  ) {
+    const cs = await this.s.getLatestStateCommits!(...a);
+    await this.#openCommits(cs.filter((c) => c !== null));
+    return cs;
+  }
+  async sweepFacts(...a: Parameters<NonNullable<DriverSession['sweepFacts']>>) {
+    const facts = await this.s.sweepFacts!(...a);
+    await this.#openMessages(facts.messages);
+    return facts;
   }
 
   // ------------------------------------------------------------ memories

@@ -254,3 +254,42 @@ export function expectClose(
   expect(actual).toHaveLength(expected.length);
   for (let i = 0; i < expected.length; i++) expect(actual![i]).toBeCloseTo(expected[i]!, digits);
 }
+
+/** The policy `writeSweepable`'s threads are swept with, and what it frees of each. */
+export const SWEEPABLE_POLICY = { keepStateCommits: 2, branchTtlMs: 1, turnTtlMs: 1 };
+export const SWEEPABLE_FREED = { branches: 1, stateCommits: 10, turns: 1 };
+
+/**
+ * `count` threads a sweep under `SWEEPABLE_POLICY` frees `SWEEPABLE_FREED` of, each: 12
+ * state commits on its main branch (a snapshot at versions 5 and 10, so versions 1 to 9
+ * go), a side branch nobody visits with a commit of its own, a finished turn. Their ids.
+ */
+export async function writeSweepable(store: Store, count: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const { thread, branch } = await store.createThreadWithBranch({});
+    const ms = await makeChain(store, thread.id, 4, null);
+    await store.moveHead(branch.id, null, ms.at(-1)!.id);
+    const side = await store.createBranch({
+      threadId: thread.id,
+      name: 'side',
+      headMessageId: ms[1]!.id,
+    });
+    for (let v = 0; v < 12; v++)
+      await store.appendStateCommit(
+        {
+          branchId: branch.id,
+          messageId: ms[v % 4]!.id,
+          update: { n: v },
+          snapshot: v % 5 === 4 ? { n: v } : null,
+        },
+        v,
+      );
+    await store.appendStateCommit({ branchId: side.id, messageId: ms[1]!.id, update: {} }, 0);
+    await store.putTurn(turnOf(thread.id, { status: 'finished', startedAt: Date.now() - 1000 }));
+    ids.push(thread.id);
+  }
+  // Everything older than the policy's TTLs.
+  await sleep(5);
+  return ids;
+}

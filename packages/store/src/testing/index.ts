@@ -28,7 +28,13 @@ import { describeTurns } from './specs/turns.js';
 import { describeVectorSearch } from './specs/vector-search.js';
 
 export type { StoreConformanceOptions } from './context.js';
-export { makeChain, Rng } from './helpers.js';
+export {
+  makeChain,
+  Rng,
+  SWEEPABLE_FREED,
+  SWEEPABLE_POLICY,
+  writeSweepable,
+} from './helpers.js';
 export { type TestStoreKind, testStoreKind } from './kinds.js';
 export {
   describeEncryptionConformance,

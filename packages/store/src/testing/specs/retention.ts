@@ -2,7 +2,16 @@ import type { JsonObject, Message } from '@cairn/core';
 import { describe, expect, it } from 'vitest';
 import { runLeaseKey, type Store, SWEEP_LEASE_KEY } from '../../store.js';
 import { SLOW_TEST_TIMEOUT, type StoreConformanceOptions, useStore } from '../context.js';
-import { expectCode, makeChain, makeThread, sleep, turnOf } from '../helpers.js';
+import {
+  expectCode,
+  makeChain,
+  makeThread,
+  SWEEPABLE_FREED,
+  SWEEPABLE_POLICY,
+  sleep,
+  turnOf,
+  writeSweepable,
+} from '../helpers.js';
 
 /** A thread with a `main` branch on a chain of `n` messages and `commits` state commits on it. */
 async function threadWithLog(
@@ -226,6 +235,51 @@ export function describeRetention(options: StoreConformanceOptions): void {
       );
       expect(again.freed.stateCommits).toBe(19);
     });
+
+    it(
+      'frees each thread of a long list as it frees it alone, whatever the others hold',
+      async () => {
+        // More threads than one write session of a sweep takes, of every kind, interleaved.
+        const plain = await writeSweepable(store(), 12);
+        const [running, leased, exempt, marked] = await writeSweepable(store(), 4);
+        await store().putTurn(turnOf(running!, { status: 'running' }));
+        await store().acquireLease({ key: runLeaseKey(leased!), owner: 'w', ttlMs: 60_000 });
+        await store().updateThread(exempt!, { metadata: { retention: false } });
+        // A checkpoint on the side branch's chain keeps the side branch.
+        const side = await store().getBranch(marked!, 'side');
+        await store().saveCheckpoint({
+          threadId: marked!,
+          name: 'keep',
+          messageId: side!.headMessageId!,
+        });
+        await tick();
+        const threadIds = [...plain.slice(0, 6), running!, leased!, exempt!, marked!];
+        threadIds.push(...plain.slice(6), 'no-such-thread');
+        const report = await store().sweep(SWEEPABLE_POLICY, { threadIds, batch: 100 });
+        expect(report).toMatchObject({ ran: true, scanned: 16, busy: 2, invalid: 0 });
+        // Every plain thread as alone; the busy ones their finished turns only; the marked
+        // one all but its side branch (and the side branch's commit); the exempt one nothing.
+        const { branches, stateCommits, turns } = SWEEPABLE_FREED;
+        expect(report.freed).toEqual({
+          threads: 0,
+          branches: 12 * branches,
+          stateCommits: 13 * stateCommits - 1,
+          turns: 12 * turns + 2 + 1,
+          messages: 0,
+          checkpoints: 0,
+        });
+        for (const id of [...plain, marked!]) {
+          const main = await store().getBranch(id, 'main');
+          const kept = await store().getStateCommits(main!.id);
+          expect(kept.map((c) => c.version)).toEqual([10, 11, 12]);
+        }
+        expect(await store().getBranch(marked!, 'side')).not.toBeNull();
+        for (const id of [running!, leased!, exempt!])
+          expect(await store().listBranches(id)).toHaveLength(2);
+        expect(await store().listTurns(running!)).toHaveLength(1);
+      },
+      SLOW_TEST_TIMEOUT,
+    );
 
     it('runs one sweeper at a time: a held sweep lease makes it do nothing', async () => {
       const { thread, main } = await threadWithLog(store(), { commits: 30 });
