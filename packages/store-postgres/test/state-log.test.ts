@@ -255,9 +255,10 @@ describeServer('the state log in segments, on the server', () => {
       const latest = (await store.getLatestStateCommit(main))!.version;
       // Bytes no reader can unpack: a read that fetched the tail would fail on them.
       await withClient((c) =>
-        c.query(`UPDATE "${schema}".state_tail SET commits = '\\x00ff'::bytea WHERE branch_id = $1`, [
-          main,
-        ]),
+        c.query(
+          `UPDATE "${schema}".state_tail SET commits = '\\x00ff'::bytea WHERE branch_id = $1`,
+          [main],
+        ),
       );
       expect(await store.getStateCommits(main, { fromVersion: latest + 1 })).toEqual([]);
       await expect(
