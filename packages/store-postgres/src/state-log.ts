@@ -63,7 +63,7 @@ export interface Segment {
  * that would not fit, a new tail of `c` alone, `tail` being `sealed`.
  *
  * An append packs the whole tail again, so the tail is packed fast (`FAST`, ~4x faster than
- * full quality and ~15% larger; faster still while that fits, see `packTail`): a segment closes where its commits no longer fit packed
+ * full quality and ~15% larger): a segment closes where its commits no longer fit packed
  * fast, and is sealed packed at full quality, once. Only the tail's row, rewritten in place,
  * holds commits packed fast. (Packing the tail at full quality once it no longer fits fast,
  * to close the segment where that no longer fits, stores ~8% fewer bytes of a LangGraph
@@ -84,8 +84,9 @@ export function appendTo(
   const most = segmentBytes(c);
   const alone = (): Segment => {
     const text = `[${entry}]`;
+    let commits = packText(text, FAST);
     // One commit too large to fit fast: at full quality (a commit more seals it).
-    const commits = packTail(text, most) ?? packText(text);
+    if (commits.byteLength > most) commits = packText(text);
     remember(c.branchId, { commits, text });
     return {
       firstVersion: c.version,
@@ -100,8 +101,8 @@ export function appendTo(
   const text = known?.text ?? unpackText(tail.commits);
   if (tail.lastVersion - tail.firstVersion + 1 < SEGMENT_COMMITS) {
     const grown = `${text.slice(0, -1)},${entry}]`;
-    const commits = packTail(grown, most);
-    if (commits) {
+    const commits = packText(grown, FAST);
+    if (commits.byteLength <= most) {
       const next: Segment = {
         firstVersion: tail.firstVersion,
         lastVersion: c.version,
@@ -120,23 +121,6 @@ export function appendTo(
 
 /** How fast a tail is packed while that fits (see `appendTo`). */
 const FAST = 3;
-/** Brotli's fastest quality: ~2x faster than `FAST` on a tail, ~15-20% larger. */
-const FASTEST = 0;
-
-/**
- * A tail's text packed to fit `most` bytes, or null when it does not fit packed `FAST` (the
- * segment closes). Packed `FASTEST` while that fits (most appends to a segment: a tail's
- * text grows from one commit to the segment's), else `FAST`: where a segment closes is the
- * same either way (a text that fits packed `FASTEST` fits packed `FAST`, which packs smaller;
- * in the rare case it would not, the segment takes one commit more), and so are the segments sealed, packed at full quality; only the tail's own row, rewritten
- * in place and within `most` bytes either way, holds bytes packed faster.
- */
-function packTail(text: string, most: number): Buffer | null {
-  const fastest = packText(text, FASTEST);
-  if (fastest.byteLength <= most) return fastest;
-  const fast = packText(text, FAST);
-  return fast.byteLength <= most ? fast : null;
-}
 
 /**
  * The last tails this process packed, by branch: the next append to a branch finds the tail
