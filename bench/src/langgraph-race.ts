@@ -24,6 +24,16 @@ import { prose } from './random.js';
 export const TURNS = Number(process.env.CAIRN_BENCH_LANGGRAPH_TURNS ?? 1000);
 export const MARKS = [TURNS / 10, TURNS / 2, TURNS].map(Math.round);
 /**
+ * The thread lengths at which ms per invoke is reported (those the run reaches): the mean of
+ * the `WINDOW` turns ending there, so "at 10 turns" is what a thread's first ten turns cost.
+ */
+export const PER_INVOKE_AT = [10, 100, 1000].filter((n) => n <= TURNS);
+const WINDOW = 10;
+/** Mean ms per invoke of the `WINDOW` turns ending at turn `n`. */
+const perInvokeAt = (perInvoke: number[], n: number) =>
+  mean(perInvoke.slice(Math.max(0, n - WINDOW), n));
+const count = (n: number) => n.toLocaleString('en-US');
+/**
  * getStateHistory reads the whole thread as it is after this turn (default the last):
  * `CAIRN_BENCH_LANGGRAPH_HISTORY_AT`. SqliteSaver needs minutes for 1,000 turns (research: 251 s).
  */
@@ -216,6 +226,11 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
         `turn ${i} bytes: ${subjects.map((s, k) => `${s.name} ${out[k]!.bytes.get(i)}`).join(', ')}`,
       );
     }
+    if (PER_INVOKE_AT.includes(i)) {
+      log(
+        `turn ${i}, ms per invoke of turns ${Math.max(1, i - WINDOW + 1)}-${i}: ${subjects.map((s, k) => `${s.name} ${ms(perInvokeAt(out[k]!.perInvoke, i))}`).join(', ')}`,
+      );
+    }
     if (i % 100 === 0 || i === 50) {
       log(
         `turn ${i}: ${subjects.map((s, k) => `${s.name} ${ms(mean(out[k]!.perInvoke.slice(-50)))} ms`).join(', ')}`,
@@ -250,8 +265,8 @@ export async function race(subjects: Subject[], log: (line: string) => void): Pr
 
 export function table(subjects: Subject[], results: Measured[]): string {
   const rows = [
-    `| saver | MB at ${MARKS.join(' / ')} turns | ${MARKS[2]}/${MARKS[1]} bytes | ms per invoke, turns 1-50 → ${TURNS - 49}-${TURNS} | getState at ${TURNS} (warm / fresh instance) | getStateHistory, whole thread at ${HISTORY_AT} turns: wall (CPU of this process), snapshots |`,
-    '| --- | --- | ---: | --- | --- | --- |',
+    `| saver | MB at ${MARKS.join(' / ')} turns | ${MARKS[2]}/${MARKS[1]} bytes | ms per invoke at ${PER_INVOKE_AT.map(count).join(' / ')} turns (mean of the ${WINDOW} turns ending there) | ms per invoke, turns 1-50 → ${TURNS - 49}-${TURNS} | getState at ${TURNS} (warm / fresh instance) | getStateHistory, whole thread at ${HISTORY_AT} turns: wall (CPU of this process), snapshots |`,
+    '| --- | --- | ---: | --- | --- | --- | --- |',
   ];
   subjects.forEach((s, k) => {
     const r = results[k]!;
@@ -260,7 +275,7 @@ export function table(subjects: Subject[], results: Measured[]): string {
         ? 'not measured'
         : `${ms(r.history)} ms (${ms(r.historyCpu!)} ms), ${r.snapshots}`;
     rows.push(
-      `| ${s.name} | ${MARKS.map((m) => mb(r.bytes.get(m)!)).join(' / ')} | ${(r.bytes.get(MARKS[2]!)! / r.bytes.get(MARKS[1]!)!).toFixed(2)}x | ${ms(mean(r.perInvoke.slice(0, 50)))} → ${ms(mean(r.perInvoke.slice(-50)))} | ${ms(r.getState)} / ${ms(r.getStateCold)} ms | ${history} |`,
+      `| ${s.name} | ${MARKS.map((m) => mb(r.bytes.get(m)!)).join(' / ')} | ${(r.bytes.get(MARKS[2]!)! / r.bytes.get(MARKS[1]!)!).toFixed(2)}x | ${PER_INVOKE_AT.map((n) => ms(perInvokeAt(r.perInvoke, n))).join(' / ')} | ${ms(mean(r.perInvoke.slice(0, 50)))} → ${ms(mean(r.perInvoke.slice(-50)))} | ${ms(r.getState)} / ${ms(r.getStateCold)} ms | ${history} |`,
     );
   });
   rows.push('');
@@ -332,6 +347,14 @@ export function targets(
     `ms per invoke at turns ${TURNS - 49}-${TURNS} ≤ ${stock}'s`,
     `${perInvoke.toFixed(2)}x`,
   );
+  for (const n of PER_INVOKE_AT) {
+    const at = perInvokeAt(cairn.perInvoke, n) / perInvokeAt(b.perInvoke, n);
+    check(
+      at <= 1,
+      `ms per invoke at ${count(n)} turns (turns ${Math.max(1, n - WINDOW + 1)}-${n}) ≤ ${stock}'s`,
+      `${at.toFixed(2)}x`,
+    );
+  }
   const getState = cairn.getState / b.getState;
   check(
     getState <= 1,
@@ -352,7 +375,7 @@ export function targets(
   } else {
     lines.push(`- getStateHistory ≤ 1/2 of ${stock}'s time: not measured in this run.`);
   }
-  return ['Targets (issue 12), against this run:', '', ...lines].join('\n');
+  return ['Targets (issues 12 and 26), against this run:', '', ...lines].join('\n');
 }
 
 export { mb };

@@ -40,6 +40,7 @@ import {
   migrateCheckpoint,
   type SaverSchema,
 } from './channel-migrations.js';
+import { Dumper } from './dump.js';
 import { compactMessage, expandMessage, isJsonObject } from './message-data.js';
 import { MessageReviver } from './revive.js';
 import {
@@ -381,6 +382,7 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #resourceOf: CairnSaverOptions['resourceId'];
   readonly #threads = new Map<string, ThreadLogs>();
   readonly #reviver = new MessageReviver();
+  readonly #dumper = new Dumper();
   readonly #schema: CheckedSaverSchema;
 
   constructor(store: Store, options: CairnSaverOptions = {}) {
@@ -545,7 +547,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       if (value === undefined) return [channel, version, 0];
       if (this.#messageChannels.has(channel) && Array.isArray(value)) {
         // Each element serialized on its own is byte-equal to its part of the whole list.
-        const items = await Promise.all(value.map((v) => this.serde.dumpsTyped(v)));
+        const items = await Promise.all(value.map((v) => this.#dumper.dump(this.serde, v)));
         // Elements the serializer writes as bytes: the whole value is stored instead.
         if (items.every(([type]) => type === 'json')) {
           const list = items.map(([, b]) => (typeof b === 'string' ? b : decoder.decode(b)));
@@ -1468,7 +1470,7 @@ export class CairnSaver extends BaseCheckpointSaver {
   }
 
   async #encode(value: unknown): Promise<StoredValue> {
-    const [type, bytes] = await this.serde.dumpsTyped(value);
+    const [type, bytes] = await this.#dumper.dump(this.serde, value);
     if (type === 'json') {
       return ['json', JSON.parse(typeof bytes === 'string' ? bytes : decoder.decode(bytes))];
     }

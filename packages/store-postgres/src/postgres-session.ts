@@ -70,7 +70,7 @@ const LOG_COLUMNS = 'thread_id, first_version, commits';
 
 /** Every segment of the state log, sealed or the tails, as one relation (Postgres pushes conditions into both). */
 const stateLog = (s: string) =>
-  `(SELECT branch_id, ${LOG_COLUMNS} FROM ${s}.state_segments UNION ALL SELECT branch_id, ${LOG_COLUMNS} FROM ${s}.state_tail) g`;
+  `(SELECT branch_id, last_version, ${LOG_COLUMNS} FROM ${s}.state_segments UNION ALL SELECT branch_id, last_version, ${LOG_COLUMNS} FROM ${s}.state_tail) g`;
 
 /** Whether `c` meets `getLatestStateCommit`'s conditions. */
 const matchesLatest = (c: StateCommit, q: LatestCommitConditions) =>
@@ -605,10 +605,13 @@ export class PostgresSession implements DriverSession {
 
   async getStateCommits(branchId: string, from: number, to: number): Promise<StateCommit[]> {
     const s = this.#s;
-    // From the segment holding `from` (the last one starting at or before it) to `to`.
+    // From the segment holding `from` (the last one starting at or before it) to `to`. A
+    // segment that ends before `from` is not read: a reader asking for what is new since its
+    // last read (the tail it has, every turn) gets no row, not the tail to unpack and drop.
     const rows = await this.#rows(
       `SELECT ${LOG_COLUMNS} FROM ${stateLog(s)}
-       WHERE branch_id = $1 AND first_version <= $3::bigint AND first_version >= COALESCE(
+       WHERE branch_id = $1 AND first_version <= $3::bigint AND last_version >= $2::bigint
+         AND first_version >= COALESCE(
          (SELECT max(first_version) FROM ${stateLog(s)} WHERE branch_id = $1 AND first_version <= $2::bigint), 0)
        ORDER BY first_version`,
       [branchId, from, to],

@@ -254,6 +254,29 @@ describeServer('the state log in segments, on the server', () => {
     }
   });
 
+  it('reads no segment for what is new when nothing is: the tail is not sent to be unpacked and dropped', async () => {
+    const { store, schema } = await open();
+    try {
+      const { main } = await writeLog(store, 40);
+      const latest = (await store.getLatestStateCommit(main))!.version;
+      // Bytes no reader can unpack: a read that fetched the tail would fail on them.
+      await withClient((c) =>
+        c.query(
+          `UPDATE "${schema}".state_tail SET commits = '\\x00ff'::bytea WHERE branch_id = $1`,
+          [main],
+        ),
+      );
+      expect(await store.getStateCommits(main, { fromVersion: latest + 1 })).toEqual([]);
+      await expect(
+        store.getStateCommits(main, { fromVersion: latest + 1, toVersion: latest + 5 }),
+      ).resolves.toEqual([]);
+      // A read that reaches into the tail does read it.
+      await expect(store.getStateCommits(main, { fromVersion: latest })).rejects.toThrow();
+    } finally {
+      await store.close();
+    }
+  });
+
   it('seals a segment packed at full quality, its tail packed fast while that fits', async () => {
     const { store, schema } = await open();
     try {
