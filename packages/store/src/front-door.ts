@@ -48,7 +48,7 @@ import {
   sweepRestMs,
   threadPolicy,
 } from './retention.js';
-import { Sealer, sealingSession } from './sealing.js';
+import { Sealer, sealingSession, storesEmbedding } from './sealing.js';
 import type {
   AcquiredLease,
   AcquireLeaseInput,
@@ -585,7 +585,9 @@ async function forgetMemories(s: DriverSession, filter: DriverMemoryFilter): Pro
   const batch = await s.listMemories(filter, FORGET_MEMORY_PAGE, 'oldest');
   if (batch.length === 0) return page;
   page.memories = await s.deleteMemories(batch.map((m) => m.id));
-  page.embeddings = batch.filter((m) => m.embedding !== null).length;
+  // A forget reads rows as stored (its session does not open them): a sealed memory's
+  // embedding is inside its stored content.
+  page.embeddings = batch.filter(storesEmbedding).length;
   const hashes = [...new Set(batch.map((m) => m.contentHash))];
   const inUse = new Set(await s.memoryHashesInUse(hashes));
   const unused = hashes.filter((h) => !inUse.has(h));

@@ -276,6 +276,10 @@ export function sealedRefusal(what: string): CairnError {
  */
 const SEALED_EMBEDDING = '$cairnSealedEmbedding';
 
+/** Whether a memory, as its driver stores it (sealed or not), has an embedding. */
+export const storesEmbedding = (m: Memory): boolean =>
+  m.embedding !== null || (isEnvelope(m.content) && SEALED_EMBEDDING in m.content);
+
 /** Why a row's value was refused: a plaintext value where a sealed one is expected. */
 const NOT_SEALED =
   'is not sealed: this store seals every value it writes, and refuses one written around it';
