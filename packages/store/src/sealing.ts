@@ -276,26 +276,6 @@ export function sealedRefusal(what: string): CairnError {
  */
 const SEALED_EMBEDDING = '$cairnSealedEmbedding';
 
-/**
- * A vector as sealed: its float64 bytes (little-endian) in base64, exact, and a third of
- * the JSON's size, read back without parsing numbers (a search opens every vector it scores).
- */
-function vectorText(v: readonly number[]): string {
-  const b = Buffer.allocUnsafe(v.length * 8);
-  for (let i = 0; i < v.length; i++) b.writeDoubleLE(v[i]!, i * 8);
-  return b.toString('base64');
-}
-
-/** The vector `vectorText` wrote (-0 read as 0, as JSON would); refused when it is not one. */
-function textVector(value: JsonValue): number[] {
-  const b = typeof value === 'string' ? Buffer.from(value, 'base64') : null;
-  if (!b || b.length === 0 || b.length % 8 !== 0)
-    throw new CairnError('DECRYPTION_FAILED', 'a sealed embedding is not a vector');
-  const v = new Array<number>(b.length / 8);
-  for (let i = 0; i < v.length; i++) v[i] = b.readDoubleLE(i * 8) + 0;
-  return v;
-}
-
 /** Whether a memory, as its driver stores it (sealed or not), has an embedding. */
 export const storesEmbedding = (m: Memory): boolean =>
   m.embedding !== null || (isEnvelope(m.content) && SEALED_EMBEDDING in m.content);
@@ -601,7 +581,7 @@ class SealedCalls {
     const stored: Record<string, unknown> = { ...content, text: '' };
     if (m.embedding !== null)
       stored[SEALED_EMBEDDING] = (
-        await this.#seal(tenant, ['memory.embedding', m.id], vectorText(m.embedding))
+        await this.#seal(tenant, ['memory.embedding', m.id], m.embedding)
       )[SEALED];
     // `text` stays empty and `embedding` null: drivers index them for search.
     return {
@@ -622,15 +602,13 @@ class SealedCalls {
       } = m.content as unknown as Record<string, unknown>;
       if (text !== '' || m.embedding !== null) throw undecryptable('memory', m.id, NOT_SEALED);
       if (embedding !== undefined)
-        m.embedding = textVector(
-          this.#open(
-            'memory',
-            m.id,
-            ['memory.embedding', m.id],
-            typeof embedding === 'string' ? { [SEALED]: embedding } : embedding,
-            tenant,
-          ),
-        );
+        m.embedding = this.#open(
+          'memory',
+          m.id,
+          ['memory.embedding', m.id],
+          typeof embedding === 'string' ? { [SEALED]: embedding } : embedding,
+          tenant,
+        ) as number[];
       m.content = this.#open(
         'memory',
         m.id,
