@@ -1,4 +1,4 @@
-import { contentHash, createMemoryStore } from '@cairn/store';
+import { contentHash, createMemoryStore, localKeyring } from '@cairn/store';
 import { describe, expect, it } from 'vitest';
 import { createMemory, normalizeText } from '../src/index.js';
 import { describeConsolidationSuite } from './consolidation-suite.js';
@@ -6,6 +6,16 @@ import { describeMemorySuite } from './memory-suite.js';
 
 describeMemorySuite('the in-memory store', { create: async () => createMemoryStore() });
 describeConsolidationSuite('the in-memory store', { create: async () => createMemoryStore() });
+
+// Everything again on a store that seals memories and their embeddings per tenant.
+const encryption = { keyring: localKeyring('the memory suite secret, 32 bytes or more') };
+describeMemorySuite('the in-memory store with encryption', {
+  create: async () => createMemoryStore({ encryption }),
+  cachesEmbeddings: false,
+});
+describeConsolidationSuite('the in-memory store with encryption', {
+  create: async () => createMemoryStore({ encryption }),
+});
 
 describe('texts that differ only in a lone surrogate', () => {
   it('hash apart, and remember refuses both, storing nothing', async () => {

@@ -36,6 +36,11 @@ export interface StoreFactory {
   create(): Promise<Store>;
   /** Per-test budget (default vitest's); in-process Postgres needs more. */
   timeoutMs?: number;
+  /**
+   * The store keeps an embedding cache (default true); a store with encryption keeps
+   * none, so every text written is embedded again.
+   */
+  cachesEmbeddings?: boolean;
 }
 
 const MODES: RecallMode[] = ['hybrid', 'vector', 'keyword'];
@@ -43,6 +48,7 @@ const MODES: RecallMode[] = ['hybrid', 'vector', 'keyword'];
 export function describeMemorySuite(name: string, factory: StoreFactory) {
   describe(`@cairn/memory on ${name}`, { timeout: factory.timeoutMs ?? 5000 }, () => {
     const newStore = freshStores(factory.create);
+    const caches = factory.cachesEmbeddings !== false;
 
     it('remembers privately by default, even with a room: another agent in the room sees nothing', async () => {
       const store = await newStore();
@@ -289,43 +295,68 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
       expect(top!.memory.id).toBe(car.id);
     });
 
-    it('does not call the embedder again for text it has embedded (cache by embedder id and content hash)', async () => {
-      const store = await newStore();
-      const embedder = countingEmbedder();
-      const memory = createMemory({ store, agentId: 'a', embedder });
-      const text = 'Cairns are piles of stones that mark a trail. '.repeat(30);
-      const first = await memory.ingestDocument(
-        { text, title: 'Cairns' },
-        { chunkSize: 200, overlap: 20 },
-      );
-      const embedded = embedder.texts();
-      expect(embedded).toBeGreaterThan(0);
-      expect(first.fragments.length).toBeGreaterThan(3);
-      const again = await memory.ingestDocument(
-        { text, title: 'Cairns' },
-        { chunkSize: 200, overlap: 20 },
-      );
-      expect(again.existing).toBe(true);
-      expect(again.document.id).toBe(first.document.id);
-      expect(again.fragments.map((f) => f.id)).toEqual(first.fragments.map((f) => f.id));
-      // Elsewhere (another room): new memories, but the vectors come from the cache.
-      const elsewhere = await memory.ingestDocument(
-        { text, roomId: 'r2', scope: 'room' },
-        { chunkSize: 200, overlap: 20 },
-      );
-      expect(elsewhere.existing).toBe(false);
-      expect(elsewhere.document.id).not.toBe(first.document.id);
-      expect(embedder.texts()).toBe(embedded);
-      expect(elsewhere.fragments.map((f) => f.embedding)).toEqual(
-        first.fragments.map((f) => f.embedding),
-      );
-      // A second instance over the same store uses the same cache.
-      const other = createMemory({ store, agentId: 'b', embedder });
-      await other.remember({ text: first.fragments[0]!.content.text });
-      expect(embedder.texts()).toBe(embedded);
-      await other.remember({ text: 'something new' });
-      expect(embedder.texts()).toBe(embedded + 1);
-    });
+    it.runIf(!caches)(
+      'embeds a text again where it has no cache (a store with encryption keeps none)',
+      async () => {
+        const store = await newStore();
+        const embedder = countingEmbedder();
+        const memory = createMemory({ store, agentId: 'a', embedder });
+        const text = 'Cairns are piles of stones that mark a trail. '.repeat(30);
+        const first = await memory.ingestDocument({ text }, { chunkSize: 200, overlap: 20 });
+        const embedded = embedder.texts();
+        const elsewhere = await memory.ingestDocument(
+          { text, roomId: 'r2', scope: 'room' },
+          { chunkSize: 200, overlap: 20 },
+        );
+        expect(embedder.texts()).toBe(embedded * 2);
+        expect(elsewhere.fragments.map((f) => f.embedding)).toEqual(
+          first.fragments.map((f) => f.embedding),
+        );
+        const hashes = first.fragments.map((f) => f.contentHash);
+        expect((await store.getCachedEmbeddings(embedder.id, hashes)).size).toBe(0);
+      },
+    );
+
+    it.runIf(caches)(
+      'does not call the embedder again for text it has embedded (cache by embedder id and content hash)',
+      async () => {
+        const store = await newStore();
+        const embedder = countingEmbedder();
+        const memory = createMemory({ store, agentId: 'a', embedder });
+        const text = 'Cairns are piles of stones that mark a trail. '.repeat(30);
+        const first = await memory.ingestDocument(
+          { text, title: 'Cairns' },
+          { chunkSize: 200, overlap: 20 },
+        );
+        const embedded = embedder.texts();
+        expect(embedded).toBeGreaterThan(0);
+        expect(first.fragments.length).toBeGreaterThan(3);
+        const again = await memory.ingestDocument(
+          { text, title: 'Cairns' },
+          { chunkSize: 200, overlap: 20 },
+        );
+        expect(again.existing).toBe(true);
+        expect(again.document.id).toBe(first.document.id);
+        expect(again.fragments.map((f) => f.id)).toEqual(first.fragments.map((f) => f.id));
+        // Elsewhere (another room): new memories, but the vectors come from the cache.
+        const elsewhere = await memory.ingestDocument(
+          { text, roomId: 'r2', scope: 'room' },
+          { chunkSize: 200, overlap: 20 },
+        );
+        expect(elsewhere.existing).toBe(false);
+        expect(elsewhere.document.id).not.toBe(first.document.id);
+        expect(embedder.texts()).toBe(embedded);
+        expect(elsewhere.fragments.map((f) => f.embedding)).toEqual(
+          first.fragments.map((f) => f.embedding),
+        );
+        // A second instance over the same store uses the same cache.
+        const other = createMemory({ store, agentId: 'b', embedder });
+        await other.remember({ text: first.fragments[0]!.content.text });
+        expect(embedder.texts()).toBe(embedded);
+        await other.remember({ text: 'something new' });
+        expect(embedder.texts()).toBe(embedded + 1);
+      },
+    );
 
     it('ingests a document and its fragments; fragments carry the document id; progress reaches the total', async () => {
       const store = await newStore();
@@ -522,7 +553,8 @@ export function describeMemorySuite(name: string, factory: StoreFactory) {
         { allowDuplicate: true },
       );
       expect(dup.id).not.toBe(first.id);
-      expect(embedder.texts()).toBe(1); // all from the cache
+      // All from the cache; without one, each new memory's text is embedded.
+      expect(embedder.texts()).toBe(caches ? 1 : 5);
       const batch = await memory.rememberMany([
         { text: 'alpha' },
         { text: 'beta' },

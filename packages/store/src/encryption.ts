@@ -60,17 +60,35 @@ export interface EncryptionOptions {
    * 32 MiB; 0 keeps none.
    */
   plaintextCacheBytes?: number;
+  /**
+   * At most this many memories a `searchMemories` call opens and scores in the process.
+   * The store keeps no index of sealed text or vectors: a search reads the memories its
+   * filter selects (of any number of tenants, each opened with its own data key), and a
+   * filter that selects more is refused (`INVALID_ARGUMENT`) rather than reading them all,
+   * so narrow it (`entityId`, `worldId`, `agentId`, `types`, ...). Default 10,000.
+   */
+  searchScanLimit?: number;
 }
 
 /** The default `plaintextCacheBytes`. */
 export const PLAINTEXT_CACHE_BYTES = 32 * 2 ** 20;
+/** The default `searchScanLimit`. */
+export const SEARCH_SCAN_LIMIT = 10_000;
 
-const ENCRYPTION_KEYS = keysOf<EncryptionOptions>()(['keyring', 'plaintextCacheBytes']);
+const ENCRYPTION_KEYS = keysOf<EncryptionOptions>()([
+  'keyring',
+  'plaintextCacheBytes',
+  'searchScanLimit',
+]);
 
 /** `encryption` as given to a store factory, checked. */
 export function checkEncryptionOptions(value: unknown): Required<EncryptionOptions> {
   checkKeys(value, 'encryption', ENCRYPTION_KEYS);
-  const { keyring, plaintextCacheBytes = PLAINTEXT_CACHE_BYTES } = value as EncryptionOptions;
+  const {
+    keyring,
+    plaintextCacheBytes = PLAINTEXT_CACHE_BYTES,
+    searchScanLimit = SEARCH_SCAN_LIMIT,
+  } = value as EncryptionOptions;
   if (
     typeof plaintextCacheBytes !== 'number' ||
     !Number.isSafeInteger(plaintextCacheBytes) ||
@@ -78,6 +96,14 @@ export function checkEncryptionOptions(value: unknown): Required<EncryptionOptio
   )
     throw invalidArgument(
       `encryption.plaintextCacheBytes must be a whole number of bytes, 0 or more, got ${JSON.stringify(plaintextCacheBytes) ?? String(plaintextCacheBytes)}`,
+    );
+  if (
+    typeof searchScanLimit !== 'number' ||
+    !Number.isSafeInteger(searchScanLimit) ||
+    searchScanLimit < 1
+  )
+    throw invalidArgument(
+      `encryption.searchScanLimit must be a whole number of memories, 1 or more, got ${JSON.stringify(searchScanLimit) ?? String(searchScanLimit)}`,
     );
   if (
     typeof keyring !== 'object' ||
@@ -90,7 +116,7 @@ export function checkEncryptionOptions(value: unknown): Required<EncryptionOptio
     throw invalidArgument(
       'encryption.keyring must be { keyId, wrap(dataKey, context), unwrap(wrapped, context, keyId) }, e.g. localKeyring(secret)',
     );
-  return { keyring, plaintextCacheBytes };
+  return { keyring, plaintextCacheBytes, searchScanLimit };
 }
 
 /** A KEK of `localKeyring`: its id, derived from the key, and the key. */

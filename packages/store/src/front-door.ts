@@ -24,6 +24,8 @@ import type {
   Driver,
   DriverMemoryFilter,
   DriverSession,
+  KeywordCandidate,
+  MemoryRow,
   StateCommitDraft,
   StoredLease,
   SweepDeleted,
@@ -41,7 +43,7 @@ import {
 } from './encryption.js';
 import { asCairnError, forgotten } from './failures.js';
 import { Gate } from './gate.js';
-import { cosineSimilarity, searchTerms } from './memory-search.js';
+import { bm25Scorer, cosineSimilarity, searchTerms } from './memory-search.js';
 import {
   checkRetentionPolicy,
   checkSweepOptions,
@@ -50,7 +52,7 @@ import {
   sweepRestMs,
   threadPolicy,
 } from './retention.js';
-import { Sealer, sealedRefusal, sealingSession } from './sealing.js';
+import { Sealer, sealingSession, storesEmbedding } from './sealing.js';
 import type {
   AcquiredLease,
   AcquireLeaseInput,
@@ -163,9 +165,11 @@ export interface CreateStoreOptions {
    * when read. Each data key is stored wrapped by `keyring`. A row edited, moved to
    * another row or tenant, or written in plaintext around the store fails to open with
    * `DECRYPTION_FAILED`; so does every sealed row for a store opened without the keyring.
-   * Keyword and vector search, embeddings and `metadataPrefix` filters are refused
-   * (`INVALID_ARGUMENT`): the store keeps no index of sealed text. `forget` destroys the
-   * subject's data key.
+   * A memory's embedding is sealed with it, and the store keeps no index of sealed text or
+   * vectors: `searchMemories` (vector and keyword) opens the memories its filter selects
+   * and scores them in the process, exactly (at most `searchScanLimit` of them), and the
+   * embedding cache stays empty. `metadataPrefix` filters are refused (`INVALID_ARGUMENT`).
+   * `forget` destroys the subject's data key.
    */
   encryption?: EncryptionOptions;
 }
@@ -703,12 +707,51 @@ async function forgetMemories(s: DriverSession, filter: DriverMemoryFilter): Pro
   const batch = await s.listMemories(filter, FORGET_MEMORY_PAGE, 'oldest');
   if (batch.length === 0) return page;
   page.memories = await s.deleteMemories(batch.map((m) => m.id));
-  page.embeddings = batch.filter((m) => m.embedding !== null).length;
+  // A forget reads rows as stored (its session does not open them): a sealed memory's
+  // embedding is inside its stored content.
+  page.embeddings = batch.filter(storesEmbedding).length;
   const hashes = [...new Set(batch.map((m) => m.contentHash))];
   const inUse = new Set(await s.memoryHashesInUse(hashes));
   const unused = hashes.filter((h) => !inUse.has(h));
   if (unused.length > 0) page.cachedEmbeddings = await s.deleteCachedEmbeddings(unused);
   return page;
+}
+
+/**
+ * The memories `filter` selects, opened (a store with encryption), oldest first with their
+ * position as creation order: what a sealed store's search scores in the process, as it
+ * keeps no index of the sealed text and vectors. `INVALID_ARGUMENT` when the filter selects
+ * more than `limit` (`EncryptionOptions.searchScanLimit`), before any is read.
+ */
+async function sealedScan(
+  s: DriverSession,
+  filter: DriverMemoryFilter,
+  limit: number,
+): Promise<MemoryRow[]> {
+  const selected = await s.countMemories(filter);
+  if (selected > limit)
+    throw invalidArgument(
+      `searchMemories on a store with encryption opens and scores the memories its filter selects, at most ${limit} (encryption.searchScanLimit); this filter selects ${selected}: narrow it (entityId, worldId, agentId, types, ...)`,
+      { selected, searchScanLimit: limit },
+    );
+  const memories = await s.listMemories(filter, limit, 'oldest');
+  return memories.map((memory, seq) => ({ memory, seq }));
+}
+
+/**
+ * Keyword candidates of opened memories: those whose text holds a term, best first by
+ * BM25 over these memories' texts (`bm25Scorer`, the in-memory store's rule), ties by
+ * creation order.
+ */
+function keywordRank(rows: MemoryRow[], terms: string[]): KeywordCandidate[] {
+  const relevanceOf = bm25Scorer(
+    rows.map((r) => r.memory.content.text),
+    terms,
+  );
+  return rows
+    .map((r) => ({ ...r, relevance: relevanceOf(r.memory.content.text) }))
+    .filter((c) => c.relevance > 0)
+    .sort((a, b) => b.relevance - a.relevance || a.seq - b.seq);
 }
 
 /** Data keys `rotateDataKeys` wraps again per transaction. */
@@ -793,7 +836,10 @@ class FrontDoor implements Store {
   constructor(door: Door, tx: TxState | null) {
     this.#d = door;
     this.#tx = tx;
-    this.capabilities = door.driver.capabilities;
+    // A store with encryption scans the memories a search selects: always exact.
+    this.capabilities = door.sealer
+      ? { ...door.driver.capabilities, vectorSearch: 'exact' }
+      : door.driver.capabilities;
   }
 
   /** CLOSED after `close()`, or when this is a transaction's view and it has ended. */
@@ -1607,20 +1653,26 @@ class FrontDoor implements Store {
   async searchMemories(search: MemorySearch): Promise<MemoryHit[]> {
     this.#open();
     const q = checkMemorySearch(search);
-    if (this.#d.sealer) throw sealedRefusal(q.vector ? 'vector search' : 'keyword search');
+    const sealer = this.#d.sealer;
     return this.#read(async (s) => {
       const filter = await driverFilter(s, q.filter);
+      // A store with encryption keeps no index: it scores the memories the filter selects.
+      const scan = sealer && (() => sealedScan(s, filter, sealer.searchScanLimit));
       if (q.vector) {
         const vector = q.vector;
         const space = await s.getEmbeddingSpace();
         if (!space) return [];
         checkVectorWidth(space, vector, 'vector');
-        const candidates = await s.vectorCandidates({
-          vector,
-          filter,
-          count: q.limit + RESCORE_MARGIN,
-          ...(q.threshold === undefined ? {} : { minSimilarity: q.threshold - THRESHOLD_SLACK }),
-        });
+        const candidates = scan
+          ? (await scan()).filter((c) => c.memory.embedding !== null)
+          : await s.vectorCandidates({
+              vector,
+              filter,
+              count: q.limit + RESCORE_MARGIN,
+              ...(q.threshold === undefined
+                ? {}
+                : { minSimilarity: q.threshold - THRESHOLD_SLACK }),
+            });
         // The driver's distances may be float32 or approximate: the answer is ranked on
         // float64 cosine over the stored values, as the reference computes it.
         return candidates
@@ -1632,7 +1684,9 @@ class FrontDoor implements Store {
       }
       const terms = searchTerms(q.text!);
       if (terms.length === 0) return [];
-      const candidates = await s.keywordCandidates({ terms, filter, count: q.limit });
+      const candidates = scan
+        ? keywordRank(await scan(), terms)
+        : await s.keywordCandidates({ terms, filter, count: q.limit });
       // Scores relative to the best hit, in (0, 1]: comparable across stores.
       const best = candidates.reduce((m, c) => Math.max(m, c.relevance), 0);
       return candidates
@@ -1665,7 +1719,8 @@ class FrontDoor implements Store {
     this.#open();
     checkId(embedderId, 'embedderId');
     checkContentHashes(contentHashes);
-    if (contentHashes.length === 0) return new Map();
+    // A store with encryption caches no embeddings (see `putCachedEmbeddings`).
+    if (contentHashes.length === 0 || this.#d.sealer) return new Map();
     return this.#read(async (s) => s.getCachedEmbeddings(embedderId, contentHashes));
   }
 
@@ -1677,10 +1732,14 @@ class FrontDoor implements Store {
     checkId(embedderId, 'embedderId');
     checkCachedEmbeddings(entries);
     if (entries.length === 0) return;
+    const sealer = this.#d.sealer;
     return this.#write(async (s) => {
       const space = await s.getEmbeddingSpace();
       for (const [i, e] of entries.entries())
         checkVectorWidth(space, e.embedding, `entries[${i}].embedding`);
+      // A store with encryption caches no embeddings: the cache is keyed by content hash,
+      // of no tenant, and an embedding tells its text. Checked, then nothing is written.
+      if (sealer) return;
       // One entry per hash: the last one given wins.
       const last = new Map(entries.map((e) => [e.contentHash, e.embedding]));
       const unique = [...last].map(([contentHash, embedding]) => ({ contentHash, embedding }));
@@ -2496,6 +2555,8 @@ export function createStore(driver: Driver, options: CreateStoreOptions = {}): S
     );
   const encryption =
     options.encryption === undefined ? null : checkEncryptionOptions(options.encryption);
-  const sealer = encryption && new Sealer(encryption.keyring, encryption.plaintextCacheBytes);
+  const sealer =
+    encryption &&
+    new Sealer(encryption.keyring, encryption.plaintextCacheBytes, encryption.searchScanLimit);
   return new FrontDoor(new Door(driver, options.now ?? Date.now, sealer), null);
 }

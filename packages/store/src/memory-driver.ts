@@ -29,11 +29,10 @@ import type {
 import type { EncryptionOptions, Tenant } from './encryption.js';
 import { createStore } from './front-door.js';
 import {
-  BM25,
+  bm25Scorer,
   branchAnchor,
   cosineSimilarity,
   matchesMemoryFilter,
-  termCounts,
 } from './memory-search.js';
 import type { EmbeddingSpace, Store, StoreCapabilities } from './store.js';
 
@@ -569,22 +568,13 @@ class MemoryDriver implements Driver, DriverSession {
     filter: DriverMemoryFilter;
     count: number;
   }): KeywordCandidate[] {
-    const all = [...this.#memories.values()].map((m) => termCounts(m.content.text));
-    const n = all.length;
-    const avgdl = all.reduce((s, t) => s + t.length, 0) / Math.max(1, n);
-    const df = new Map(q.terms.map((t) => [t, all.filter((d) => d.counts.has(t)).length]));
+    const relevanceOf = bm25Scorer(
+      [...this.#memories.values()].map((m) => m.content.text),
+      q.terms,
+    );
     const out: Array<{ m: Seq<Memory>; relevance: number }> = [];
     for (const m of this.#admitted(q.filter)) {
-      const { counts, length } = termCounts(m.content.text);
-      let relevance = 0;
-      for (const t of q.terms) {
-        const tf = counts.get(t) ?? 0;
-        if (tf === 0) continue;
-        const d = df.get(t)!;
-        const idf = Math.log(1 + (n - d + 0.5) / (d + 0.5));
-        relevance +=
-          (idf * tf * (BM25.k1 + 1)) / (tf + BM25.k1 * (1 - BM25.b + (BM25.b * length) / avgdl));
-      }
+      const relevance = relevanceOf(m.content.text);
       if (relevance > 0) out.push({ m, relevance });
     }
     return out

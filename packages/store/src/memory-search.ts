@@ -108,6 +108,40 @@ export function termCounts(text: string): { counts: Map<string, number>; length:
 }
 
 /**
+ * BM25 (`BM25`'s parameters) of a text for `terms`, with the collection statistics (how
+ * many texts, their average length, how many hold each term) taken over `collection`:
+ * the one relevance rule of the stores that score keyword search in the process (the
+ * in-memory store over every memory, a store with encryption over the opened texts of the
+ * memories a search's filter selects). 0 when the text holds none of the terms.
+ */
+export function bm25Scorer(
+  collection: Iterable<string>,
+  terms: string[],
+): (text: string) => number {
+  const docs = [...collection].map(termCounts);
+  const n = docs.length;
+  const avgdl = docs.reduce((s, t) => s + t.length, 0) / Math.max(1, n);
+  const idf = new Map(
+    terms.map((t) => {
+      const d = docs.filter((doc) => doc.counts.has(t)).length;
+      return [t, Math.log(1 + (n - d + 0.5) / (d + 0.5))];
+    }),
+  );
+  return (text) => {
+    const { counts, length } = termCounts(text);
+    let relevance = 0;
+    for (const t of terms) {
+      const tf = counts.get(t) ?? 0;
+      if (tf === 0) continue;
+      relevance +=
+        (idf.get(t)! * tf * (BM25.k1 + 1)) /
+        (tf + BM25.k1 * (1 - BM25.b + (BM25.b * length) / avgdl));
+    }
+    return relevance;
+  };
+}
+
+/**
  * English stop words (the Snowball list PostgreSQL's `english` configuration uses):
  * too common to say anything about relevance, so keyword search leaves them out of the
  * query in every store.

@@ -118,6 +118,8 @@ export class Sealer {
   constructor(
     readonly keyring: Keyring,
     plaintextCacheBytes: number,
+    /** At most this many memories a search opens and scores (`EncryptionOptions`). */
+    readonly searchScanLimit: number,
   ) {
     this.#opened = new OpenedCache(plaintextCacheBytes);
   }
@@ -279,6 +281,17 @@ export function sealedRefusal(what: string): CairnError {
     { encryption: true },
   );
 }
+
+/**
+ * Where a sealed memory's embedding is stored: in the object stored as its content, next
+ * to the sealed content, as an envelope's text of its own (bound to the memory and its
+ * tenant). The driver gets no embedding, so it indexes no vector.
+ */
+const SEALED_EMBEDDING = '$cairnSealedEmbedding';
+
+/** Whether a memory, as its driver stores it (sealed or not), has an embedding. */
+export const storesEmbedding = (m: Memory): boolean =>
+  m.embedding !== null || (isEnvelope(m.content) && SEALED_EMBEDDING in m.content);
 
 /** Why a row's value was refused: a plaintext value where a sealed one is expected. */
 const NOT_SEALED =
@@ -611,22 +624,39 @@ class SealedCalls {
   // ------------------------------------------------------------ memories
 
   async #sealMemory(m: Memory): Promise<Memory> {
-    if (m.embedding !== null) throw sealedRefusal('a memory with an embedding');
     const tenant = memoryTenant(m);
     const content = await this.#seal(tenant, ['memory.content', m.id], m.content);
-    // `text` stays empty: drivers index it for keyword search.
+    const stored: Record<string, unknown> = { ...content, text: '' };
+    if (m.embedding !== null)
+      stored[SEALED_EMBEDDING] = (
+        await this.#seal(tenant, ['memory.embedding', m.id], m.embedding)
+      )[SEALED];
+    // `text` stays empty and `embedding` null: drivers index them for search.
     return {
       ...m,
-      content: { ...content, text: '' } as unknown as MemoryContent,
+      content: stored as unknown as MemoryContent,
       metadata: (await this.#seal(tenant, ['memory.metadata', m.id], m.metadata)) as JsonObject,
+      embedding: null,
     };
   }
   async #openMemories(ms: Memory[]): Promise<Memory[]> {
     await this.#keysFor(ms.flatMap((m) => [m.content, m.metadata]));
     for (const m of ms) {
       const tenant = memoryTenant(m);
-      const { text, ...sealed } = m.content as unknown as Record<string, unknown>;
-      if (text !== '') throw undecryptable('memory', m.id, NOT_SEALED);
+      const {
+        text,
+        [SEALED_EMBEDDING]: embedding,
+        ...sealed
+      } = m.content as unknown as Record<string, unknown>;
+      if (text !== '' || m.embedding !== null) throw undecryptable('memory', m.id, NOT_SEALED);
+      if (embedding !== undefined)
+        m.embedding = this.#open(
+          'memory',
+          m.id,
+          ['memory.embedding', m.id],
+          typeof embedding === 'string' ? { [SEALED]: embedding } : embedding,
+          tenant,
+        ) as number[];
       m.content = this.#open(
         'memory',
         m.id,
@@ -656,11 +686,17 @@ class SealedCalls {
       ...m,
       content: memories[i]!.content,
       metadata: memories[i]!.metadata,
+      embedding: memories[i]!.embedding,
     }));
   }
   async replaceMemory(memory: Memory) {
     const stored = await this.s.replaceMemory(await this.#sealMemory(memory));
-    return { ...stored, content: memory.content, metadata: memory.metadata };
+    return {
+      ...stored,
+      content: memory.content,
+      metadata: memory.metadata,
+      embedding: memory.embedding,
+    };
   }
   async getMemory(id: string) {
     const m = await this.s.getMemory(id);
@@ -677,11 +713,13 @@ class SealedCalls {
   async scanMemories(after: string | null, limit: number) {
     return this.#openMemories(await this.s.scanMemories(after, limit));
   }
+  // The front door searches a sealed store in the process (`searchSealed`) and caches no
+  // embeddings: these would read or write an index of plaintext.
   vectorCandidates(): never {
-    throw sealedRefusal('vector search');
+    throw sealedRefusal('vector candidates from the driver');
   }
   keywordCandidates(): never {
-    throw sealedRefusal('keyword search');
+    throw sealedRefusal('keyword candidates from the driver');
   }
   putCachedEmbeddings(): never {
     throw sealedRefusal('caching embeddings');

@@ -29,9 +29,10 @@ export interface StoreConformanceOptions {
   reopen?: (store: Store) => Promise<Store>;
   /**
    * The store was created with `encryption` (see `CreateStoreOptions`): the suite leaves
-   * out what a store that seals memory text refuses (keyword and vector search,
-   * embeddings, `metadataPrefix` filters; `describeEncryptionConformance` checks those
-   * refusals) and expects `forget` to count the data keys it destroys.
+   * out `metadataPrefix` filters, which a store that seals metadata refuses
+   * (`describeEncryptionConformance` checks the refusal), expects the embedding cache to
+   * keep nothing, and expects `forget` to count the data keys it destroys. Keyword and
+   * vector search run as on any store (scored in the process over the opened memories).
    */
   encrypted?: boolean;
 }

@@ -141,15 +141,9 @@ export function describeStoreConformance(options: StoreConformanceOptions): void
 }
 
 /**
- * The areas built on memory text in the clear (or its vectors): left out for a store with
- * encryption. Branch-scoped memories are among them because their cases fill `limit`
- * through keyword and vector search.
+ * The areas built on memory metadata in the clear: left out for a store with encryption,
+ * which refuses `metadataPrefix` filters (it keeps no index of sealed metadata).
  */
 const NEEDS_PLAINTEXT: ReadonlyArray<(options: StoreConformanceOptions) => void> = [
   describeMetadataPrefix,
-  describeBranchMemories,
-  describeScopeIsolation,
-  describeVectorSearch,
-  describeKeywordSearch,
-  describeEmbeddingSpace,
 ];

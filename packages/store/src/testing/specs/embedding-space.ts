@@ -165,13 +165,29 @@ export function describeEmbeddingSpace(options: StoreConformanceOptions): void {
   describe('embedding cache', () => {
     const store = useStore(options);
     const embedder = () => `embedder-${newId()}`;
+    // A store with encryption caches no embeddings (keyed by content hash, of no tenant,
+    // an embedding tells its text): it checks what is put, stores nothing, and misses.
+    const caches = it.skipIf(options.encrypted === true);
+
+    it.runIf(options.encrypted === true)(
+      'caches nothing on a store with encryption: puts are checked, every get misses',
+      async () => {
+        const e = embedder();
+        await store().putCachedEmbeddings(e, [{ contentHash: sha256('a'), embedding: [1, 2] }]);
+        expect((await store().getCachedEmbeddings(e, [sha256('a')])).size).toBe(0);
+        await expectCode(
+          () => store().putCachedEmbeddings(e, [{ contentHash: 'h', embedding: [Number.NaN] }]),
+          'INVALID_ARGUMENT',
+        );
+      },
+    );
 
     it('misses everything at first', async () => {
       const got = await store().getCachedEmbeddings(embedder(), [sha256('a'), sha256('b')]);
       expect(got.size).toBe(0);
     });
 
-    it('returns what was put, by content hash', async () => {
+    caches('returns what was put, by content hash', async () => {
       const e = embedder();
       const a = [0.1, 0.2, 0.3];
       const b = [-1, 0.5, 0.25];
@@ -185,7 +201,7 @@ export function describeEmbeddingSpace(options: StoreConformanceOptions): void {
       expectClose(got.get(sha256('b')), b);
     });
 
-    it('keeps the embeddings of different embedders apart', async () => {
+    caches('keeps the embeddings of different embedders apart', async () => {
       const e1 = embedder();
       const e2 = embedder();
       await store().putCachedEmbeddings(e1, [{ contentHash: 'h', embedding: [1, 0] }]);
@@ -195,7 +211,7 @@ export function describeEmbeddingSpace(options: StoreConformanceOptions): void {
       expect((await store().getCachedEmbeddings(embedder(), ['h'])).size).toBe(0);
     });
 
-    it('replaces an entry put again', async () => {
+    caches('replaces an entry put again', async () => {
       const e = embedder();
       await store().putCachedEmbeddings(e, [{ contentHash: 'h', embedding: [1, 2] }]);
       await store().putCachedEmbeddings(e, [{ contentHash: 'h', embedding: [3, 4] }]);
@@ -208,7 +224,7 @@ export function describeEmbeddingSpace(options: StoreConformanceOptions): void {
       expect((await store().getCachedEmbeddings(e, [])).size).toBe(0);
     });
 
-    it('serves a batch of 500', async () => {
+    caches('serves a batch of 500', async () => {
       const e = embedder();
       const rng = new Rng(500);
       const entries = Array.from({ length: 500 }, (_, i) => ({

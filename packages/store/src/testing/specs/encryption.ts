@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { type EncryptionOptions, localKeyring } from '../../encryption.js';
 import type { Store } from '../../store.js';
 import { TEST_TIMEOUT } from '../context.js';
-import { expectCode, makeChain, turnOf } from '../helpers.js';
+import { expectClose, expectCode, makeChain, Rng, turnOf } from '../helpers.js';
 
 /** Raw edits of the database under a store, around it: what an attacker with the disk does. */
 export interface RawTamper {
@@ -49,6 +49,17 @@ const canary = (i: number) => `canary${i}x${newId().replace(/-/g, '')}`;
 export function describeEncryptionConformance(options: EncryptionConformanceOptions): void {
   const keyring = localKeyring(SECRET);
   const encryption = { keyring };
+  /** The same keyring, but it wraps no data key of the entity `refused`. */
+  const refusingKeyring: EncryptionOptions = {
+    keyring: {
+      keyId: keyring.keyId,
+      wrap: (dataKey, context) => {
+        if (context.endsWith('entity:refused')) throw new Error('no key for a refused tenant');
+        return keyring.wrap(dataKey, context);
+      },
+      unwrap: (wrapped, context, keyId) => keyring.unwrap(wrapped, context, keyId),
+    },
+  };
 
   async function withStores<T>(
     fn: (store: Store, opened: Store[]) => Promise<T>,
@@ -155,21 +166,19 @@ export function describeEncryptionConformance(options: EncryptionConformanceOpti
       await withStores(async (store) => {
         const entityId = `e-${newId()}`;
         const kept = await store.transaction(async (tx) => {
-          // The first memory makes the entity's data key, the second is refused: the call
-          // rolls back, key included, and the next call makes another.
-          await expectCode(
-            () =>
-              tx.addMemories([
-                { agentId: 'a', entityId, content: { text: 'first' } },
-                { agentId: 'a', entityId, content: { text: 'second' }, embedding: [1, 0] },
-              ]),
-            'INVALID_ARGUMENT',
-          );
+          // The first memory makes the entity's data key, the keyring refuses the second's:
+          // the call rolls back, key included, and the next call makes another.
+          await expect(
+            tx.addMemories([
+              { agentId: 'a', entityId, content: { text: 'first' } },
+              { agentId: 'a', entityId: 'refused', content: { text: 'second' } },
+            ]),
+          ).rejects.toThrow('no key for a refused tenant');
           return tx.addMemories([{ agentId: 'a', entityId, content: { text: 'third' } }]);
         });
         expect(await store.getMemory(kept[0]!.id)).toEqual(kept[0]);
         expect(await store.countMemories({ entityId })).toBe(1);
-      });
+      }, refusingKeyring);
     });
 
     it('makes one data key per tenant when writers race for its first one', async () => {
@@ -230,6 +239,50 @@ export function describeEncryptionConformance(options: EncryptionConformanceOpti
           expect(planted.filter((c) => raw.includes(c))).toEqual([]);
           // Still all there for the store with the keyring.
           expect(await store.countMemories({ agentId: 'a' })).toBe(50);
+        });
+      });
+    }
+
+    if (options.rawText) {
+      const rawText = options.rawText;
+      it("keeps no embedding in the clear: neither a memory's nor a cached one", async () => {
+        // Exact in float32, so each form a database may keep a vector in is known: JSON
+        // text, float32 and float64 bytes.
+        const vectors = Array.from({ length: 5 }, (_, i) =>
+          Array.from({ length: 8 }, (_, j) => ((i * 8 + j + 1) * 37) / 1024 - 0.5),
+        );
+        const forms = (v: number[]) => [
+          v.join(','),
+          Buffer.from(Float32Array.from(v).buffer).toString('latin1'),
+          Buffer.from(Float64Array.from(v).buffer).toString('latin1'),
+        ];
+        const plant = async (store: Store) => {
+          const stored = await store.addMemories(
+            vectors.map((embedding, i) => ({
+              agentId: 'a',
+              entityId: `person-${i}`,
+              content: { text: `memory ${i}` },
+              embedding,
+            })),
+          );
+          await store.putCachedEmbeddings(
+            'embedder',
+            stored.map((m) => ({ contentHash: m.contentHash, embedding: m.embedding! })),
+          );
+          return vectors.flatMap(forms);
+        };
+        await withStores(async (store) => {
+          const planted = await plant(store);
+          const raw = await rawText(store);
+          expect(planted.filter((f) => raw.includes(f)).length).toBeGreaterThan(0);
+        }, null);
+        await withStores(async (store) => {
+          const planted = await plant(store);
+          const raw = await rawText(store);
+          expect(planted.filter((f) => raw.includes(f))).toEqual([]);
+          const [hit] = await store.searchMemories({ vector: vectors[3]!, limit: 1 });
+          expect(hit!.memory.entityId).toBe('person-3');
+          expect(hit!.memory.embedding).toEqual(vectors[3]);
         });
       });
     }
@@ -438,32 +491,96 @@ export function describeEncryptionConformance(options: EncryptionConformanceOpti
       });
     });
 
-    it('refuses what needs memory text in the clear: search, vectors, metadata paths', async () => {
+    it('seals embeddings and searches sealed memories in the process, as a plain store does', async () => {
+      // The same script on a plain store and on a sealed one: the same hits, in order.
+      const script = async (store: Store) => {
+        const rng = new Rng(29);
+        const words = ['apple', 'pear', 'plum', 'fig', 'kiwi', 'lime'];
+        const added = await store.addMemories(
+          Array.from({ length: 60 }, (_, i) => ({
+            id: `mem-${i}`,
+            agentId: i % 2 ? 'a' : 'b',
+            entityId: `person-${i % 4}`,
+            ...(i % 3 === 0 ? {} : { worldId: `world-${i % 3}` }),
+            content: { text: `${words[i % 6]} ${words[(i * 7) % 6]} number ${i}` },
+            embedding: rng.vector(6),
+          })),
+        );
+        const withEmbedding = await store.getMemory('mem-7');
+        expect(withEmbedding!.embedding).toEqual(added[7]!.embedding);
+        const query = rng.vector(6);
+        const searches = [
+          { vector: query, filter: { entityId: 'person-1' }, limit: 5 },
+          { vector: query, filter: { agentId: 'a' }, limit: 7, threshold: 0.1 },
+          { vector: query, limit: 10 },
+          { text: 'apple plum', filter: { entityId: 'person-2' }, limit: 5 },
+          { text: 'fig number', limit: 8 },
+        ];
+        const out = [];
+        for (const q of searches) {
+          const hits = await store.searchMemories(q);
+          expect(hits.length).toBeGreaterThan(0);
+          out.push(hits.map((h) => ({ id: h.memory.id, score: q.vector ? h.score : 0 })));
+        }
+        // A new embedding replaces the sealed one.
+        await store.updateMemory('mem-7', { embedding: query });
+        const [top] = await store.searchMemories({ vector: query, limit: 1 });
+        expect(top!.memory.id).toBe('mem-7');
+        expectClose(top!.memory.embedding, query);
+        return out;
+      };
+      const plain = await withStores(script, null);
+      const sealed = await withStores(script);
+      expect(sealed.map((hits) => hits.map((h) => h.id))).toEqual(
+        plain.map((hits) => hits.map((h) => h.id)),
+      );
+      for (const [i, hits] of sealed.entries())
+        for (const [j, h] of hits.entries()) expect(h.score).toBeCloseTo(plain[i]![j]!.score, 5);
+    });
+
+    it('refuses a search whose filter selects more than searchScanLimit memories', async () => {
+      await withStores(
+        async (store) => {
+          await store.addMemories(
+            Array.from({ length: 4 }, (_, i) => ({
+              agentId: 'a',
+              entityId: `person-${i % 2}`,
+              content: { text: `apple ${i}` },
+              embedding: [1, i],
+            })),
+          );
+          const refused = await expectCode(
+            () => store.searchMemories({ text: 'apple' }),
+            'INVALID_ARGUMENT',
+          );
+          expect(refused.details).toMatchObject({ selected: 4, searchScanLimit: 3 });
+          await expectCode(
+            () => store.searchMemories({ vector: [1, 0], filter: { agentId: 'a' } }),
+            'INVALID_ARGUMENT',
+          );
+          // Narrowed to a tenant, it fits.
+          const hits = await store.searchMemories({
+            text: 'apple',
+            filter: { entityId: 'person-1' },
+          });
+          expect(hits.map((h) => h.memory.content.text).sort()).toEqual(['apple 1', 'apple 3']);
+          await expectCode(
+            () => options.create({ keyring, searchScanLimit: 0 }),
+            'INVALID_ARGUMENT',
+          );
+        },
+        { keyring, searchScanLimit: 3 },
+      );
+    });
+
+    it('refuses metadata paths, which it keeps no index of', async () => {
       await withStores(async (store) => {
-        const [m] = await store.addMemories([{ agentId: 'a', content: { text: 'apple pie' } }]);
-        await expectCode(() => store.searchMemories({ text: 'apple' }), 'INVALID_ARGUMENT');
-        await expectCode(() => store.searchMemories({ vector: [1, 0] }), 'INVALID_ARGUMENT');
-        await expectCode(
-          () => store.addMemories([{ agentId: 'a', content: { text: 'x' }, embedding: [1, 0] }]),
-          'INVALID_ARGUMENT',
-        );
-        await expectCode(
-          () => store.updateMemory(m!.id, { embedding: [1, 0] }),
-          'INVALID_ARGUMENT',
-        );
+        await store.addMemories([{ agentId: 'a', content: { text: 'apple pie' } }]);
         await expectCode(
           () => store.listMemories({ metadataPrefix: { namespace: ['a'] } }),
           'INVALID_ARGUMENT',
         );
-        await expectCode(
-          () =>
-            store.putCachedEmbeddings('embedder', [
-              { contentHash: m!.contentHash, embedding: [1] },
-            ]),
-          'INVALID_ARGUMENT',
-        );
         expect(await store.countMemories()).toBe(1);
-        expect((await store.getMemory(m!.id))!.embedding).toBeNull();
       });
     });
 

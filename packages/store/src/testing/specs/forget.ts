@@ -128,52 +128,52 @@ export function describeForget(options: StoreConformanceOptions): void {
       expect(await others()).toEqual(before);
     });
 
-    it.skipIf(options.encrypted)(
-      'deletes an entity’s memories with their embeddings and the cached embeddings no one else uses',
-      async () => {
-        const gone = `ent-${newId()}`;
-        const kept = `ent-${newId()}`;
-        const canary = `canary${newId().replaceAll('-', '')}`;
-        const shared = `shared text ${newId()}`;
-        const own = `${canary} alone`;
-        const space = await store().ensureEmbeddingSpace({
-          embedderId: 'forget-test',
-          dimensions: 4,
-        });
-        expect(space.dimensions).toBe(4);
-        await store().addMemories([
-          { agentId: 'agent', entityId: gone, content: { text: own }, embedding: [1, 0, 0, 0] },
-          { agentId: 'agent', entityId: gone, content: { text: shared }, embedding: [0, 1, 0, 0] },
-          { agentId: 'agent', entityId: gone, content: { text: `${canary} no vector` } },
-          { agentId: 'agent', entityId: kept, content: { text: shared }, embedding: [0, 1, 0, 0] },
-          { agentId: 'agent', entityId: kept, content: { text: 'other' }, embedding: [0, 0, 1, 0] },
-        ]);
-        await store().putCachedEmbeddings('forget-test', [
-          { contentHash: sha256(own), embedding: [1, 0, 0, 0] },
-          { contentHash: sha256(shared), embedding: [0, 1, 0, 0] },
-        ]);
-        const keptBefore = await store().listMemories({ entityId: kept }, { order: 'oldest' });
-        expect((await store().searchMemories({ text: canary })).length).toBe(2);
+    it('deletes an entity’s memories with their embeddings and the cached embeddings no one else uses', async () => {
+      const gone = `ent-${newId()}`;
+      const kept = `ent-${newId()}`;
+      const canary = `canary${newId().replaceAll('-', '')}`;
+      const shared = `shared text ${newId()}`;
+      const own = `${canary} alone`;
+      const space = await store().ensureEmbeddingSpace({
+        embedderId: 'forget-test',
+        dimensions: 4,
+      });
+      expect(space.dimensions).toBe(4);
+      await store().addMemories([
+        { agentId: 'agent', entityId: gone, content: { text: own }, embedding: [1, 0, 0, 0] },
+        { agentId: 'agent', entityId: gone, content: { text: shared }, embedding: [0, 1, 0, 0] },
+        { agentId: 'agent', entityId: gone, content: { text: `${canary} no vector` } },
+        { agentId: 'agent', entityId: kept, content: { text: shared }, embedding: [0, 1, 0, 0] },
+        { agentId: 'agent', entityId: kept, content: { text: 'other' }, embedding: [0, 0, 1, 0] },
+      ]);
+      await store().putCachedEmbeddings('forget-test', [
+        { contentHash: sha256(own), embedding: [1, 0, 0, 0] },
+        { contentHash: sha256(shared), embedding: [0, 1, 0, 0] },
+      ]);
+      const keptBefore = await store().listMemories({ entityId: kept }, { order: 'oldest' });
+      expect((await store().searchMemories({ text: canary })).length).toBe(2);
 
-        const receipt = await store().forget({ entityId: gone });
+      const receipt = await store().forget({ entityId: gone });
 
-        expect(receipt.counts).toEqual(
-          times(1, { memories: 3, embeddings: 2, cachedEmbeddings: 1 }),
-        );
-        expect(await store().listMemories({ entityId: gone })).toEqual([]);
-        expect(await store().searchMemories({ text: canary })).toEqual([]);
-        const hits = await store().searchMemories({ vector: [1, 0, 0, 0], limit: 1000 });
-        expect(hits.filter((h) => h.memory.entityId === gone)).toEqual([]);
-        const cached = await store().getCachedEmbeddings('forget-test', [
-          sha256(own),
-          sha256(shared),
-        ]);
-        expect([...cached.keys()]).toEqual([sha256(shared)]);
-        expect(await store().listMemories({ entityId: kept }, { order: 'oldest' })).toEqual(
-          keptBefore,
-        );
-      },
-    );
+      // A store with encryption caches no embeddings, and destroys the entity's data key.
+      expect(receipt.counts).toEqual(
+        options.encrypted
+          ? times(1, { memories: 3, embeddings: 2, dataKeys: 1 })
+          : times(1, { memories: 3, embeddings: 2, cachedEmbeddings: 1 }),
+      );
+      expect(await store().listMemories({ entityId: gone })).toEqual([]);
+      expect(await store().searchMemories({ text: canary })).toEqual([]);
+      const hits = await store().searchMemories({ vector: [1, 0, 0, 0], limit: 1000 });
+      expect(hits.filter((h) => h.memory.entityId === gone)).toEqual([]);
+      const cached = await store().getCachedEmbeddings('forget-test', [
+        sha256(own),
+        sha256(shared),
+      ]);
+      expect([...cached.keys()]).toEqual(options.encrypted ? [] : [sha256(shared)]);
+      expect(await store().listMemories({ entityId: kept }, { order: 'oldest' })).toEqual(
+        keptBefore,
+      );
+    });
 
     it.skipIf(options.encrypted)(
       'deletes a world’s memories, and each subject key given in one call',
