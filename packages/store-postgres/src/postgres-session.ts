@@ -52,13 +52,7 @@ import {
   TURN,
   vectorLiteral,
 } from './rows.js';
-import {
-  appendTo,
-  commitsOf,
-  keptSegments,
-  rememberedTail,
-  type Segment,
-} from './state-log.js';
+import { appendTo, commitsOf, keptSegments, rememberedTail, type Segment } from './state-log.js';
 
 /** A state segment's columns (of alias `g`) as `Segment` fields. */
 const SEGMENT_SUMMARY =
