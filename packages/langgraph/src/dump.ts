@@ -1,8 +1,5 @@
-import {
-  DeltaSnapshot,
-  JsonPlusSerializer,
-  type SerializerProtocol,
-} from '@langchain/langgraph-checkpoint';
+import { DeltaSnapshot, type SerializerProtocol } from '@langchain/langgraph-checkpoint';
+import { isStockSerde } from './revive.js';
 
 /** `_encodeConstructorArgs` of the stock serde. */
 const constructed = (name: string, method: string | null, args: unknown[]) => ({
@@ -56,13 +53,8 @@ export class Dumper {
   /** Whether `serde` is the stock serde, whose text `dump` makes itself. */
   covers(serde: SerializerProtocol): boolean {
     if (serde !== this.#serde) {
-      const stock = JsonPlusSerializer.prototype as unknown as Record<string, unknown>;
-      const own = serde as unknown as Record<string, unknown>;
       this.#serde = serde;
-      this.#stock =
-        serde instanceof JsonPlusSerializer &&
-        own.dumpsTyped === stock.dumpsTyped &&
-        own._dumps === stock._dumps;
+      this.#stock = isStockSerde(serde, ['dumpsTyped', '_dumps']);
     }
     return this.#stock;
   }

@@ -113,6 +113,16 @@ function signature(value: JsonValue): string | null {
 }
 
 /**
+ * Whether `serde` is LangGraph's default serde (`JsonPlusSerializer`) with these methods as
+ * its class has them, none overridden: what the saver's own fast paths stand in for.
+ */
+export function isStockSerde(serde: SerializerProtocol, methods: readonly string[]): boolean {
+  const stock = JsonPlusSerializer.prototype as unknown as Record<string, unknown>;
+  const own = serde as unknown as Record<string, unknown>;
+  return serde instanceof JsonPlusSerializer && methods.every((m) => own[m] === stock[m]);
+}
+
+/**
  * LangChain messages revived as LangGraph's default serde (`JsonPlusSerializer`) revives them,
  * without its detour: it walks the parsed value with an async reviver, writes each LangChain
  * record back to text and hands it to @langchain/core's `load`, which parses it and walks it
@@ -137,13 +147,8 @@ export class MessageReviver {
   /** Whether `serde` is the default serde, whose messages `revive` builds. */
   covers(serde: SerializerProtocol): boolean {
     if (serde !== this.#serde) {
-      const stock = JsonPlusSerializer.prototype as unknown as Record<string, unknown>;
-      const own = serde as unknown as Record<string, unknown>;
       this.#serde = serde;
-      this.#stock =
-        serde instanceof JsonPlusSerializer &&
-        own.loadsTyped === stock.loadsTyped &&
-        own._loads === stock._loads;
+      this.#stock = isStockSerde(serde, ['loadsTyped', '_loads']);
     }
     return this.#stock;
   }

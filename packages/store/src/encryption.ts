@@ -81,6 +81,14 @@ const ENCRYPTION_KEYS = keysOf<EncryptionOptions>()([
   'searchScanLimit',
 ]);
 
+/** `INVALID_ARGUMENT` unless `value` is a whole number, `min` or more, of `unit`. */
+function checkWhole(value: unknown, name: string, unit: string, min: number): void {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min)
+    throw invalidArgument(
+      `encryption.${name} must be a whole number of ${unit}, ${min} or more, got ${JSON.stringify(value) ?? String(value)}`,
+    );
+}
+
 /** `encryption` as given to a store factory, checked. */
 export function checkEncryptionOptions(value: unknown): Required<EncryptionOptions> {
   checkKeys(value, 'encryption', ENCRYPTION_KEYS);
@@ -89,22 +97,8 @@ export function checkEncryptionOptions(value: unknown): Required<EncryptionOptio
     plaintextCacheBytes = PLAINTEXT_CACHE_BYTES,
     searchScanLimit = SEARCH_SCAN_LIMIT,
   } = value as EncryptionOptions;
-  if (
-    typeof plaintextCacheBytes !== 'number' ||
-    !Number.isSafeInteger(plaintextCacheBytes) ||
-    plaintextCacheBytes < 0
-  )
-    throw invalidArgument(
-      `encryption.plaintextCacheBytes must be a whole number of bytes, 0 or more, got ${JSON.stringify(plaintextCacheBytes) ?? String(plaintextCacheBytes)}`,
-    );
-  if (
-    typeof searchScanLimit !== 'number' ||
-    !Number.isSafeInteger(searchScanLimit) ||
-    searchScanLimit < 1
-  )
-    throw invalidArgument(
-      `encryption.searchScanLimit must be a whole number of memories, 1 or more, got ${JSON.stringify(searchScanLimit) ?? String(searchScanLimit)}`,
-    );
+  checkWhole(plaintextCacheBytes, 'plaintextCacheBytes', 'bytes', 0);
+  checkWhole(searchScanLimit, 'searchScanLimit', 'memories', 1);
   if (
     typeof keyring !== 'object' ||
     keyring === null ||
