@@ -554,6 +554,17 @@ interface PartReport {
   freed: Partial<SweepReport['freed']>;
 }
 
+/** Adds what a part of a sweep found and freed to `total` (a sweep's report, or a part's). */
+function addPart(total: PartReport, part: PartReport): void {
+  total.scanned += part.scanned;
+  total.busy += part.busy;
+  total.invalid += part.invalid;
+  for (const [k, n] of Object.entries(part.freed)) {
+    const key = k as keyof SweepReport['freed'];
+    total.freed[key] = (total.freed[key] ?? 0) + n;
+  }
+}
+
 function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
   const out = new Map<string, T[]>();
   for (const item of items) {
@@ -2134,11 +2145,7 @@ class FrontDoor implements Store {
           await this.#waitForQueuedSessions(o.leaseTtlMs / 4);
           const started = performance.now();
           const done = await this.#sweepPart(part, rules, o.dryRun);
-          report.scanned += done.scanned;
-          report.busy += done.busy;
-          report.invalid += done.invalid;
-          for (const [k, n] of Object.entries(done.freed))
-            report.freed[k as keyof SweepReport['freed']] += n;
+          addPart(report, done);
           // Off the hot path: writers that queued meanwhile go before the next threads, and
           // the sweep rests in proportion to what they cost (its duty cycle).
           // At most a third of the lease's TTL, so that the lease is renewed in time.
@@ -2225,14 +2232,7 @@ class FrontDoor implements Store {
     }
     const all: PartReport = { scanned: 0, busy: 0, invalid: 0, freed: {} };
     for (const id of ids) {
-      const one = await this.#sweepPart([id], rules, dryRun);
-      all.scanned += one.scanned;
-      all.busy += one.busy;
-      all.invalid += one.invalid;
-      for (const [k, n] of Object.entries(one.freed)) {
-        const key = k as keyof SweepReport['freed'];
-        all.freed[key] = (all.freed[key] ?? 0) + n;
-      }
+      addPart(all, await this.#sweepPart([id], rules, dryRun));
     }
     return all;
   }
