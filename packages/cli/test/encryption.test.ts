@@ -1,15 +1,21 @@
 // An encrypted database on the command line: export, show, import and inspect take the
 // local keyring's secret (--keyring <file> or CAIRN_KEYRING_SECRET) and are refused without
 // it, or with another, before anything is read or written.
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { localKeyring } from '@cairn/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cairn, cairnHere, kinds, seed, type TestDb, tempDir, testDb } from './support.js';
+import {
+  cairn,
+  cairnHere,
+  kinds,
+  seed,
+  startInspect,
+  type TestDb,
+  tempDir,
+  testDb,
+} from './support.js';
 
-const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 const SECRET = 'the cli test secret, thirty-two bytes or more';
 const encryption = { keyring: localKeyring(SECRET) };
 
@@ -98,34 +104,15 @@ describe.each(kinds)('an encrypted database on %s', (kind) => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/is encrypted/);
 
-    const child = spawn(process.execPath, [
-      BIN,
-      'inspect',
-      db.arg,
-      '--port',
-      '0',
-      '--keyring',
-      keyFile,
-    ]);
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      child.stdout.on('data', (d) => {
-        out += d;
-        const m = /at (http:\/\/\S+) \(read-only\)/.exec(out);
-        if (m) resolve(m[1]!);
-      });
-      child.on('exit', (code) => reject(new Error(`inspect exited ${code}`)));
-    });
-    const exited = new Promise<number | null>((resolve) =>
-      child.on('exit', (code) => resolve(code)),
-    );
+    const inspector = await startInspect([db.arg, '--port', '0', '--keyring', keyFile]);
+    let code: number | null;
     try {
-      const res = await fetch(`${url}/api/threads/${seeded.thread.id}`);
+      const res = await fetch(`${inspector.url}/api/threads/${seeded.thread.id}`);
       expect(res.status).toBe(200);
       expect(await res.text()).toContain('hi there');
     } finally {
-      child.kill('SIGTERM');
+      code = await inspector.stop();
     }
-    expect(await exited).toBe(0);
+    expect(code).toBe(0);
   });
 });

@@ -1,11 +1,8 @@
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTarget } from '../src/database.js';
-import { cairn, cairnHere, kinds, seed, type TestDb, testDb } from './support.js';
+import { cairn, cairnHere, kinds, seed, startInspect, type TestDb, testDb } from './support.js';
 
 const DAY = 86_400_000;
-const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 
 describe.each(kinds)('prune and inspect on %s', (kind) => {
   let db: TestDb;
@@ -200,16 +197,7 @@ describe.each(kinds)('prune and inspect on %s', (kind) => {
   });
 
   it('inspect: serves the inspector on the database, read-only by default, until SIGTERM', async () => {
-    const child = spawn(process.execPath, [BIN, 'inspect', db.arg, '--port', '0']);
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      child.stdout.on('data', (d) => {
-        out += d;
-        const m = /at (http:\/\/\S+) \(read-only\)/.exec(out);
-        if (m) resolve(m[1]!);
-      });
-      child.on('exit', (code) => reject(new Error(`inspect exited ${code}`)));
-    });
+    const { url, stop } = await startInspect([db.arg, '--port', '0']);
     const threads = (await (await fetch(`${url}/api/threads`)).json()) as {
       items: Array<{ id: string }>;
     };
@@ -218,11 +206,7 @@ describe.each(kinds)('prune and inspect on %s', (kind) => {
       method: 'POST',
     });
     expect(write.status).toBe(403);
-    const exited = new Promise<number | null>((resolve) =>
-      child.on('exit', (code) => resolve(code)),
-    );
-    child.kill('SIGTERM');
-    expect(await exited).toBe(0);
+    expect(await stop()).toBe(0);
   });
 });
 
@@ -232,30 +216,9 @@ describe('inspect on another host, and passwords', () => {
     const store = await db.open();
     const { thread } = await seed(store);
     await store.close();
-    const child = spawn(process.execPath, [
-      BIN,
-      'inspect',
-      db.arg,
-      '--host',
-      '0.0.0.0',
-      '--port',
-      '0',
-    ]);
-    let err = '';
-    child.stderr.on('data', (d) => {
-      err += d;
-    });
-    const printed = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      child.stdout.on('data', (d) => {
-        out += d;
-        const m = /at (http:\/\/\S+) \(read-only\)/.exec(out);
-        if (m) resolve(m[1]!);
-      });
-      child.on('exit', (code) => reject(new Error(`inspect exited ${code}: ${err}`)));
-    });
+    const inspector = await startInspect([db.arg, '--host', '0.0.0.0', '--port', '0']);
     try {
-      const url = new URL(printed);
+      const url = new URL(inspector.url);
       const token = url.searchParams.get('token')!;
       expect(token).toMatch(/^[0-9a-f]{48}$/);
       const local = `http://127.0.0.1:${url.port}`;
@@ -266,11 +229,9 @@ describe('inspect on another host, and passwords', () => {
       });
       expect(ok.status).toBe(200);
       expect(JSON.stringify(await ok.json())).toContain(thread.id);
-      expect(err).toMatch(/other machines can reach this inspector on 0\.0\.0\.0/);
+      expect(inspector.stderr()).toMatch(/other machines can reach this inspector on 0\.0\.0\.0/);
     } finally {
-      const exited = new Promise((resolve) => child.on('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
+      await inspector.stop();
     }
   });
 

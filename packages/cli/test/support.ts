@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +20,38 @@ export interface Result {
   code: number;
   stdout: string;
   stderr: string;
+}
+
+/**
+ * Starts the built `cairn inspect` with `args` and waits for the address it prints. `stop()`
+ * sends SIGTERM and gives the exit code; `stderr()` what it wrote there so far.
+ */
+export async function startInspect(
+  args: string[],
+): Promise<{ url: string; stop(): Promise<number | null>; stderr(): string }> {
+  const child = spawn(process.execPath, [BIN, 'inspect', ...args]);
+  let err = '';
+  child.stderr.on('data', (d) => {
+    err += d;
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /at (http:\/\/\S+) \(read-only\)/.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    void exited.then((code) => reject(new Error(`inspect exited ${code}: ${err}`)));
+  });
+  return {
+    url,
+    stderr: () => err,
+    stop() {
+      child.kill('SIGTERM');
+      return exited;
+    },
+  };
 }
 
 /** Runs the built `cairn` with `args` (and `input` on stdin). */
