@@ -93,6 +93,20 @@ interface Row {
   sweepMs: number;
 }
 
+/** A row with nothing measured yet. */
+const emptyRow = (store: string, mode: string, load: Load): Row => ({
+  store,
+  mode,
+  load,
+  rate: 0,
+  quiet: [],
+  sweeping: [],
+  quietDue: [],
+  sweepingDue: [],
+  freed: 0,
+  sweepMs: 0,
+});
+
 /** `to.push(...from)` for arrays too long to spread (a round on SQLite runs millions of turns). */
 function append(to: number[], from: number[]) {
   for (const x of from) to.push(x);
@@ -126,18 +140,7 @@ async function inProcess(
 ): Promise<Row> {
   const workerThreads = await prepare(spec, log, `${name}, in-process, ${load}`);
   const store = await openStore(spec);
-  const row: Row = {
-    store: name,
-    mode: 'in-process',
-    load,
-    rate: 0,
-    quiet: [],
-    sweeping: [],
-    quietDue: [],
-    sweepingDue: [],
-    freed: 0,
-    sweepMs: 0,
-  };
+  const row = emptyRow(name, 'in-process', load);
   try {
     let interval: number | null = null;
     if (load === 'open') {
@@ -224,18 +227,7 @@ async function processes(
   log: (line: string) => void,
 ): Promise<Row> {
   const workerThreads = await prepare(spec, log, `${name}, processes, ${load}`);
-  const row: Row = {
-    store: name,
-    mode: 'processes',
-    load,
-    rate: 0,
-    quiet: [],
-    sweeping: [],
-    quietDue: [],
-    sweepingDue: [],
-    freed: 0,
-    sweepMs: 0,
-  };
+  const row = emptyRow(name, 'processes', load);
   const per = Math.ceil(WORKERS / WORKER_PROCESSES);
   const workers = Array.from({ length: WORKER_PROCESSES }, (_, i) =>
     start(['turns', JSON.stringify(spec), workerThreads.slice(i * per, (i + 1) * per).join(',')]),
